@@ -1,0 +1,1 @@
+"""Your solutions: fill in each module."""

@@ -1,0 +1,158 @@
+"""Grade one submission: build every part's cases, run the student's calls in
+the sandbox, and score in this process from plain data.
+
+Scoring: a part earns its points when every case passes (one otter test case
+per part, all or nothing). Feedback names the part, the input and the
+expected and returned values for public cases, only the kind of failure for
+hidden ones, and the misconception when a wrong value matches a known one.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from autograder.parts import Case, Part
+from autograder.questions import check_points_config, part_points, questions
+from autograder.sandbox import Limits, Outcome, run_calls
+from autograder.submission import open_submission
+
+MAX_FAILURES_SHOWN = 3
+
+
+@dataclass
+class PartResult:
+    id: str
+    title: str
+    score: float
+    max_score: float
+    feedback: str
+    kind: str = "auto"
+
+
+@dataclass
+class QuestionResult:
+    id: str
+    title: str
+    score: float
+    max_score: float
+    parts: list[PartResult]
+
+
+@dataclass
+class Report:
+    submission: str
+    score: float
+    max_score: float
+    questions: list[QuestionResult]
+    output: str = ""
+    output_bytes: int = 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def part(self, part_id: str) -> PartResult:
+        return next(p for q in self.questions for p in q.parts if p.id == part_id)
+
+
+def part_rng(cfg, part: Part) -> random.Random:
+    """The engine seeds every part's generator: course seed and part id."""
+    return random.Random(f"{cfg.seed}:{part.id}")
+
+
+@lru_cache(maxsize=8)
+def _cases_and_expected(cfg) -> dict[str, tuple[list[Case], list[list]]]:
+    out = {}
+    for q in questions():
+        for part in q.parts:
+            if part.kind != "auto":
+                continue
+            cases = part.cases(cfg, part_rng(cfg, part))
+            out[part.id] = (cases, [part.expect(c) for c in cases])
+    return out
+
+
+def _fmt(value) -> str:
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else repr(value)
+
+
+def _judge_case(part: Part, case: Case, expected: list, got: list[Outcome]) -> str | None:
+    """None if the case passes, else one line of feedback."""
+    for call, exp, out in zip(case.calls, expected, got):
+        where = call.show() if case.public else f"a hidden case of {call.function}"
+        if out.error is not None:
+            return f"{where}: {out.error}"
+        problem = part.compare.problem(exp, out.value)
+        if problem is None:
+            continue
+        line = f"{where}: {problem}"
+        if case.public and problem == "wrong value":
+            line += f", expected {_fmt(exp)}, got {_fmt(out.value)}"
+        if case.note and case.public:
+            line += f" [{case.note}]"
+        for mis in part.misconceptions:
+            try:
+                alt = mis.alt(case)
+            except (ArithmeticError, ValueError):
+                continue
+            if all(part.compare(a, o.value) for a, o in zip(alt, got)) and not part.compare(exp, out.value):
+                line += f" — this {mis.message}"
+                break
+        return line
+    return None
+
+
+def score_part(part: Part, points: float, cases: list[Case], expected: list[list],
+               outcomes: list[list[Outcome]]) -> PartResult:
+    failures = [msg for case, exp, got in zip(cases, expected, outcomes)
+                if (msg := _judge_case(part, case, exp, got)) is not None]
+    if not failures:
+        feedback = f"All {len(cases)} cases passed."
+        score = points
+    elif len({f.split(": ", 1)[-1] for f in failures}) == 1 and len(failures) > 1:
+        # the same error everywhere (not implemented, import failed): say it once
+        feedback = f"All {len(cases)} cases failed: {failures[0].split(': ', 1)[-1]}"
+        score = 0.0
+    else:
+        shown = failures[:MAX_FAILURES_SHOWN]
+        more = len(failures) - len(shown)
+        feedback = (f"{len(failures)} of {len(cases)} cases failed. " + " | ".join(shown)
+                    + (f" | and {more} more" if more else ""))
+        score = 0.0
+    return PartResult(part.id, part.title, score, points, feedback, part.kind)
+
+
+def grade_folder(root: Path, cfg, limits: Limits = Limits(), label: str | None = None) -> Report:
+    """Grade the submission whose assignments/ folder is under `root`."""
+    check_points_config(cfg)
+    plan = _cases_and_expected(cfg)
+    calls, slices = [], {}
+    for part_id, (cases, _) in plan.items():
+        for k, case in enumerate(cases):
+            slices[(part_id, k)] = (len(calls), len(calls) + len(case.calls))
+            calls.extend(case.calls)
+    run = run_calls(str(root), calls, limits)
+
+    qresults = []
+    for q in questions():
+        presults = []
+        for part in q.parts:
+            points = part_points(part, cfg)
+            if part.kind != "auto":
+                presults.append(PartResult(part.id, part.title, 0.0, 0.0,
+                                           "Graded by hand (manual question).", part.kind))
+                continue
+            cases, expected = plan[part.id]
+            outcomes = [run.outcomes[slice(*slices[(part.id, k)])] for k in range(len(cases))]
+            presults.append(score_part(part, points, cases, expected, outcomes))
+        qresults.append(QuestionResult(str(q.number), q.title, sum(p.score for p in presults),
+                                       sum(p.max_score for p in presults), presults))
+    return Report(label or str(root), sum(q.score for q in qresults), sum(q.max_score for q in qresults),
+                  qresults, run.output, run.output_bytes)
+
+
+def grade_path(path: str | Path, cfg, limits: Limits = Limits()) -> Report:
+    """Grade a folder or zip submission."""
+    with open_submission(path) as root:
+        return grade_folder(root, cfg, limits, label=str(path))

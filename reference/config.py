@@ -1,0 +1,123 @@
+"""The course config: one TOML file, every key described here once.
+
+`load_config(None)` gives the default course (reference/course.toml, the XXL
+problem); `load_config(path)` reads an instructor's copy. Unknown keys, wrong
+types and impossible values are errors that name the key.
+"""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from autograder.errors import ShardlabError
+from reference.specs import HARDWARE, Hardware, ModelConfig
+
+
+@dataclass(frozen=True)
+class Key:
+    section: str
+    name: str
+    kind: type
+    default: Any
+    description: str
+    choices: tuple = ()
+
+    def check(self, value: Any) -> Any:
+        where = f"[{self.section}].{self.name}"
+        if self.kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ShardlabError(f"config {where} must be an integer, got {value!r}")
+        if self.kind is str and not isinstance(value, str):
+            raise ShardlabError(f"config {where} must be a string, got {value!r}")
+        if self.kind is int and value <= 0 and self.name != "seed":
+            raise ShardlabError(f"config {where} must be positive, got {value}")
+        if self.choices and value not in self.choices:
+            raise ShardlabError(
+                f"config {where} must be one of {', '.join(map(repr, self.choices))}, got {value!r}")
+        return value
+
+
+_DEVICES = tuple(HARDWARE)
+
+SCHEMA: tuple[Key, ...] = (
+    Key("course", "name", str, "Systems for Large Models", "course name shown on handouts"),
+    Key("course", "assignment", str, "Assignment 2: Memory, FSDP, 4D parallelism and DDP buckets",
+        "assignment title shown on handouts"),
+    Key("course", "seed", int, 20261122, "seed of the generated public and hidden test cases"),
+    Key("model", "name", str, "XXL", "the model's name in the handout"),
+    Key("model", "d_model", int, 16384, "model width D"),
+    Key("model", "d_ff", int, 53248, "FFN hidden width F"),
+    Key("model", "num_blocks", int, 126, "number of FFN blocks L"),
+    Key("memory", "tokens_per_device", int, 4096,
+        "tokens (batch x sequence) one device processes, for the activation memory"),
+    Key("memory", "gpu", str, "H100", "device counted in part (a)", _DEVICES),
+    Key("memory", "fsdp_device", str, "TPU v5p", "device one FSDP shard must fit in part (b)", _DEVICES),
+)
+
+
+@dataclass(frozen=True)
+class CourseConfig:
+    course_name: str
+    assignment_name: str
+    seed: int
+    model: ModelConfig
+    tokens_per_device: int
+    gpu: Hardware
+    fsdp_device: Hardware
+    points: tuple[tuple[str, float], ...] = ()   # [points] overrides, (part id, points)
+    source: str = "default course (reference/course.toml)"
+
+
+def _parse(data: dict, source: str) -> CourseConfig:
+    known = {(k.section, k.name): k for k in SCHEMA}
+    sections = {k.section for k in SCHEMA} | {"points"}
+    values: dict[tuple[str, str], Any] = {key: k.default for key, k in known.items()}
+    for section, table in data.items():
+        if section not in sections:
+            raise ShardlabError(f"config has an unknown section [{section}] "
+                                f"(known: {', '.join(sorted(sections))})")
+        if not isinstance(table, dict):
+            raise ShardlabError(f"config [{section}] must be a table")
+        if section == "points":
+            continue
+        for name, value in table.items():
+            if (section, name) not in known:
+                names = sorted(k.name for k in SCHEMA if k.section == section)
+                raise ShardlabError(f"config has an unknown key [{section}].{name} "
+                                    f"(known: {', '.join(names)})")
+            values[(section, name)] = known[(section, name)].check(value)
+    points = {}
+    for part_id, value in data.get("points", {}).items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise ShardlabError(f"config [points].\"{part_id}\" must be a number >= 0, got {value!r}")
+        points[str(part_id)] = float(value)
+    v = lambda s, n: values[(s, n)]  # noqa: E731
+    return CourseConfig(
+        course_name=v("course", "name"),
+        assignment_name=v("course", "assignment"),
+        seed=v("course", "seed"),
+        model=ModelConfig(v("model", "name"), v("model", "d_model"), v("model", "d_ff"),
+                          v("model", "num_blocks")),
+        tokens_per_device=v("memory", "tokens_per_device"),
+        gpu=HARDWARE[v("memory", "gpu")],
+        fsdp_device=HARDWARE[v("memory", "fsdp_device")],
+        points=tuple(sorted(points.items())),
+        source=source,
+    )
+
+
+def load_config(path: str | Path | None = None) -> CourseConfig:
+    """Read a course config; None means the shipped default course."""
+    if path is None:
+        text = resources.files("reference").joinpath("course.toml").read_text()
+        return _parse(tomllib.loads(text), "default course (reference/course.toml)")
+    path = Path(path)
+    if not path.is_file():
+        raise ShardlabError(f"config file not found: {path}")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ShardlabError(f"config {path} is not valid TOML: {exc}") from None
+    return _parse(data, str(path))

@@ -1,0 +1,119 @@
+"""Question 1 — memory accounting for the FFN-only model, as an answer key.
+
+Conventions (SPEC.md): bytes throughout, GB = 1e9 bytes; FP32 = 4 bytes,
+BF16 = 2 bytes. Training state is FP32 master weights, FP32 accumulated
+gradients and two FP32 AdamW moments (16 bytes/param). Activations saved for
+backward are the BF16 inputs of each linear layer; no checkpointing.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+from reference.derivation import Worked, gb, n
+from reference.specs import BF16_BYTES, FP32_BYTES
+
+TRAINING_BYTES_PER_PARAM = 4 * FP32_BYTES   # master + grad + Adam m + Adam v
+ZERO_OPTIMIZER_BYTES_PER_PARAM = 12          # K: FP32 master copy + two FP32 moments
+
+
+def param_count(d_model: int, d_ff: int, num_blocks: int) -> int:
+    """Parameters: each block has W_in (d_model x d_ff) and W_out (d_ff x d_model)."""
+    return 2 * d_model * d_ff * num_blocks
+
+
+def training_state_bytes(num_params: int) -> int:
+    """FP32 master weights, gradients, Adam first and second moment: 16 B/param."""
+    return TRAINING_BYTES_PER_PARAM * num_params
+
+
+def activation_bytes(d_model: int, d_ff: int, num_blocks: int, tokens: int) -> int:
+    """BF16 inputs of both linear layers of every block, saved for backward:
+    num_blocks * tokens * (d_model + d_ff) * 2. A block's output is the next
+    block's input and is counted once; the last block's output is not saved."""
+    return num_blocks * tokens * (d_model + d_ff) * BF16_BYTES
+
+
+def devices_needed(total_bytes: float, device_bytes: float) -> int:
+    """ceil(total / device) computed exactly; 0 bytes need 0 devices."""
+    q = Fraction(total_bytes) / Fraction(device_bytes)
+    return -((-q.numerator) // q.denominator)
+
+
+def fsdp_bytes_per_device(state_bytes: float, activation_bytes: float, n_fsdp: int) -> float:
+    """(state + act/2) / n + act/2: states and every second layer's activations
+    sharded over n devices, the other half of the activations replicated."""
+    return (state_bytes + activation_bytes / 2) / n_fsdp + activation_bytes / 2
+
+
+def min_fsdp_degree(state_bytes: float, activation_bytes: float, device_bytes: float) -> int | None:
+    """Smallest n >= 1 with (S + A/2)/n + A/2 < D (strict), or None.
+
+    Rearranged exactly: n > (2S + A) / (2D - A), which needs 2D > A; so
+    n = floor((2S + A) / (2D - A)) + 1. Exact rationals avoid float ties."""
+    s, a, d = Fraction(state_bytes), Fraction(activation_bytes), Fraction(device_bytes)
+    if 2 * d - a <= 0:
+        return None
+    q = (2 * s + a) / (2 * d - a)
+    return q.numerator // q.denominator + 1
+
+
+def zero_bytes_per_device(num_params: int, stage: int, n_dp: int) -> float:
+    """Mixed-precision AdamW under ZeRO (K = 12 optimizer bytes/param):
+    stage 0: 2P + 2P + 12P = 16P; 1: 4P + 12P/n; 2: 2P + 14P/n; 3: 16P/n."""
+    p, k = num_params, ZERO_OPTIMIZER_BYTES_PER_PARAM
+    per_stage = {
+        0: 2 * p + 2 * p + k * p,
+        1: 2 * p + 2 * p + k * p / n_dp,
+        2: 2 * p + (2 + k) * p / n_dp,
+        3: (2 + 2 + k) * p / n_dp,
+    }
+    if stage not in per_stage:
+        raise ValueError(f"ZeRO stage must be 0, 1, 2 or 3, got {stage}")
+    return per_stage[stage]
+
+
+def worked(cfg) -> dict[str, Worked]:
+    """The answers to parts (a) and (b) for the course config, with derivations."""
+    m = cfg.model
+    d, f, layers, t = m.d_model, m.d_ff, m.num_blocks, cfg.tokens_per_device
+    gpu, tpu = cfg.gpu, cfg.fsdp_device
+    p = param_count(d, f, layers)
+    state = training_state_bytes(p)
+    act = activation_bytes(d, f, layers, t)
+    total = state + act
+    n_fsdp = min_fsdp_degree(state, act, tpu.capacity_bytes)
+    out = {
+        "params": Worked("parameters", "P = 2 · D · F · L",
+                         f"2 · {n(d)} · {n(f)} · {n(layers)}", p, f"{n(p)} parameters"),
+        "state": Worked("master weights + gradients + Adam moments (FP32)", "16 · P",
+                        f"16 · {n(p)}", state, gb(state)),
+        "activations": Worked("activations saved for backward (BF16)", "L · T · (D + F) · 2",
+                              f"{n(layers)} · {n(t)} · ({n(d)} + {n(f)}) · 2", act, gb(act)),
+        "total": Worked("total", "16 · P + activations", f"{n(state)} + {n(act)}", total, gb(total)),
+        "gpus_state": Worked(f"{gpu.name}s for the training state",
+                             f"ceil(16P / {gpu.capacity_gb:g} GB)",
+                             f"ceil({n(state)} / {n(gpu.capacity_bytes)})",
+                             devices_needed(state, gpu.capacity_bytes),
+                             f"{devices_needed(state, gpu.capacity_bytes)} × {gpu.name}"),
+        "gpus_total": Worked(f"{gpu.name}s for state and activations",
+                             f"ceil((16P + act) / {gpu.capacity_gb:g} GB)",
+                             f"ceil({n(total)} / {n(gpu.capacity_bytes)})",
+                             devices_needed(total, gpu.capacity_bytes),
+                             f"{devices_needed(total, gpu.capacity_bytes)} × {gpu.name}"),
+        "fsdp_expression": Worked("memory per device with FSDP degree N",
+                                  "(16P + act/2) / N + act/2",
+                                  f"({n(state)} + {n(act // 2)}) / N + {n(act // 2)}",
+                                  None, "bytes per device"),
+    }
+    if n_fsdp is None:
+        out["n_fsdp"] = Worked(f"smallest N with memory < {tpu.name} ({tpu.capacity_gb:g} GB)",
+                               "need act/2 < capacity", f"{n(act // 2)} >= {n(tpu.capacity_bytes)}",
+                               None, "no FSDP degree fits: the replicated half of the activations "
+                                     "alone exceeds one device")
+    else:
+        per_dev = fsdp_bytes_per_device(state, act, n_fsdp)
+        out["n_fsdp"] = Worked(f"smallest N with memory < {tpu.name} ({tpu.capacity_gb:g} GB)",
+                               "N = floor((2·16P + act) / (2·capacity − act)) + 1",
+                               f"floor(({n(2 * state)} + {n(act)}) / ({n(2 * tpu.capacity_bytes)} − {n(act)})) + 1",
+                               n_fsdp, f"N = {n_fsdp} ({gb(per_dev)} per device)")
+    return out

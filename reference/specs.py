@@ -1,0 +1,65 @@
+"""Hardware and model presets.
+
+Units: bytes, seconds, FLOP/s, bytes/s. GB means 10**9 bytes ("H100 80 GB" is
+80e9 bytes), never GiB.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GB = 10**9          # device capacities are quoted in decimal gigabytes
+MiB = 2**20         # bucket sizes ("bucket_cap_mb") are binary megabytes
+BF16_BYTES = 2
+FP32_BYTES = 4
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """One accelerator.
+
+    capacity_bytes: HBM in bytes. flops_per_second: dense BF16 peak C.
+    ici_bytes_per_second: bidirectional bandwidth of one inter-chip link
+    (W_ici), 0 where the course does not use it.
+    """
+
+    name: str
+    capacity_bytes: int
+    flops_per_second: float = 0.0
+    ici_bytes_per_second: float = 0.0
+
+    @property
+    def capacity_gb(self) -> float:
+        return self.capacity_bytes / GB
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The exercise's FFN-only transformer: num_blocks blocks of two bias-free
+    linear layers, W_in: d_model -> d_ff and W_out: d_ff -> d_model."""
+
+    name: str
+    d_model: int
+    d_ff: int
+    num_blocks: int
+
+
+HARDWARE: dict[str, Hardware] = {
+    h.name: h
+    for h in (
+        Hardware("H100", capacity_bytes=80 * GB, flops_per_second=9.89e14),
+        Hardware("A100", capacity_bytes=80 * GB, flops_per_second=3.12e14),
+        Hardware("TPU v5p", capacity_bytes=95 * GB, flops_per_second=4.6e14,
+                 ici_bytes_per_second=2 * 9e10),
+        Hardware("TPU v5e", capacity_bytes=16 * GB, flops_per_second=1.97e14,
+                 ici_bytes_per_second=2 * 4.5e10),
+    )
+}
+
+MODELS: dict[str, ModelConfig] = {
+    m.name: m
+    for m in (
+        ModelConfig("XXL", d_model=16384, d_ff=53248, num_blocks=126),
+        # small enough to run for real on a laptop CPU (the real-run checks)
+        ModelConfig("tiny", d_model=8, d_ff=24, num_blocks=3),
+    )
+}
