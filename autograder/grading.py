@@ -123,16 +123,37 @@ def score_part(part: Part, points: float, cases: list[Case], expected: list[list
     return PartResult(part.id, part.title, score, points, feedback, part.kind)
 
 
+# probe name -> runner(root, calls, limits) -> SandboxRun; each runs once per submission
+PROBES = {"calls": run_calls}
+
+
+def _run_probes(root: Path, plan, limits: Limits) -> tuple[dict, str, int]:
+    """Run every part's calls, one batch per probe. Returns
+    ({(part id, case index): [Outcome]}, student output, bytes printed)."""
+    by_probe: dict[str, list] = {}
+    for q in questions():
+        for part in q.parts:
+            if part.id in plan:
+                by_probe.setdefault(part.probe, []).append(part)
+    outcomes, output, printed = {}, [], 0
+    for probe, parts in by_probe.items():
+        calls, slices = [], {}
+        for part in parts:
+            for k, case in enumerate(plan[part.id][0]):
+                slices[(part.id, k)] = slice(len(calls), len(calls) + len(case.calls))
+                calls.extend(case.calls)
+        run = PROBES[probe](str(root), calls, limits)
+        outcomes.update({key: run.outcomes[s] for key, s in slices.items()})
+        output.append(run.output)
+        printed += run.output_bytes
+    return outcomes, "".join(output), printed
+
+
 def grade_folder(root: Path, cfg, limits: Limits = Limits(), label: str | None = None) -> Report:
     """Grade the submission whose assignments/ folder is under `root`."""
     check_points_config(cfg)
     plan = _cases_and_expected(cfg)
-    calls, slices = [], {}
-    for part_id, (cases, _) in plan.items():
-        for k, case in enumerate(cases):
-            slices[(part_id, k)] = (len(calls), len(calls) + len(case.calls))
-            calls.extend(case.calls)
-    run = run_calls(str(root), calls, limits)
+    outcomes_of, output, printed = _run_probes(root, plan, limits)
 
     qresults = []
     for q in questions():
@@ -144,12 +165,12 @@ def grade_folder(root: Path, cfg, limits: Limits = Limits(), label: str | None =
                                            "Graded by hand (manual question).", part.kind))
                 continue
             cases, expected = plan[part.id]
-            outcomes = [run.outcomes[slice(*slices[(part.id, k)])] for k in range(len(cases))]
+            outcomes = [outcomes_of[(part.id, k)] for k in range(len(cases))]
             presults.append(score_part(part, points, cases, expected, outcomes))
         qresults.append(QuestionResult(str(q.number), q.title, sum(p.score for p in presults),
                                        sum(p.max_score for p in presults), presults))
     return Report(label or str(root), sum(q.score for q in qresults), sum(q.max_score for q in qresults),
-                  qresults, run.output, run.output_bytes)
+                  qresults, output, printed)
 
 
 def grade_path(path: str | Path, cfg, limits: Limits = Limits()) -> Report:

@@ -105,6 +105,10 @@ class Part:
     expect(case) -> the reference values, one per call; misconceptions are
     tried in order when a value is wrong.
     kind: 'auto' (graded here) or 'manual' (graded by hand; 0 auto points).
+    compare: anything with `problem(expected, got) -> str | None`.
+    probe: the runner that evaluates the calls in a sandbox: 'calls' runs
+    plain function calls in one worker process; distributed parts register a
+    runner that executes named scenarios in a gloo worker group.
     """
 
     id: str
@@ -118,6 +122,7 @@ class Part:
     misconceptions: tuple[Misconception, ...] = field(default_factory=tuple)
     kind: str = "auto"
     description: str = ""
+    probe: str = "calls"    # which runner evaluates the calls (autograder.grading.PROBES)
 
 
 def function_part(id: str, module: str, function: str, reference: Callable, points: float,

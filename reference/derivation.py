@@ -37,7 +37,8 @@ def n(x: float | int) -> str:
 
 def gb(num_bytes: float) -> str:
     """Bytes as decimal GB (1 GB = 1e9 bytes), with the exact byte count."""
-    return f"{num_bytes / GB:,.2f} GB ({n(num_bytes)} bytes)"
+    exact = f"{num_bytes:,}" if isinstance(num_bytes, int) else f"{num_bytes:,.0f}"
+    return f"{num_bytes / GB:,.2f} GB ({exact} bytes)"
 
 
 def sci(x: float) -> str:

@@ -1,0 +1,187 @@
+"""The `shardlab` command: a thin layer that wires options to one module per verb."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from autograder.errors import ShardlabError
+
+console = Console()
+config_option = click.option("--config", "config_path", type=click.Path(dir_okay=False),
+                             help="Course config TOML (default: the shipped XXL course).")
+
+
+def _config(path):
+    from reference.config import load_config
+    from autograder.questions import check_points_config
+    cfg = load_config(path)
+    check_points_config(cfg)
+    return cfg
+
+
+def score_table(reports) -> Table:
+    """One column per submission, one row per part."""
+    table = Table(title="Scores", show_lines=False)
+    table.add_column("part")
+    for r in reports:
+        table.add_column(Path(r.submission).name or r.submission, justify="right")
+    first = reports[0]
+    for qi, q in enumerate(first.questions):
+        for pi, p in enumerate(q.parts):
+            cells = []
+            for r in reports:
+                rp = r.questions[qi].parts[pi]
+                cells.append("manual" if rp.kind == "manual" else f"{rp.score:g}/{rp.max_score:g}")
+            table.add_row(f"{p.id} {p.title}", *cells)
+    table.add_row("[bold]total", *[f"[bold]{r.score:g}/{r.max_score:g}" for r in reports])
+    return table
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli():
+    """shardlab: memory, FSDP, 4D parallelism and DDP buckets, with an autograder."""
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per submission.")
+@config_option
+def grade(paths, as_json, config_path):
+    """Grade submissions: folders or zips holding assignments/."""
+    from autograder.grading import grade_path
+    cfg = _config(config_path)
+    reports = [grade_path(p, cfg) for p in paths]
+    if as_json:
+        for r in reports:
+            click.echo(json.dumps(r.to_dict()))
+        return
+    for r in reports:
+        for q in r.questions:
+            for p in q.parts:
+                if p.score < p.max_score:
+                    console.print(f"[yellow]{Path(r.submission).name} {p.id} {p.title}[/]: {p.feedback}",
+                                  markup=True, highlight=False)
+        if r.output_bytes:
+            console.print(f"{Path(r.submission).name}: the submission printed {r.output_bytes:,} bytes "
+                          f"(ignored by the grader).", highlight=False)
+    console.print(score_table(reports))
+
+
+@cli.command()
+@config_option
+@click.option("--json", "as_json", is_flag=True, help="Print the answer key as JSON.")
+def answers(config_path, as_json):
+    """The answer key for the course config, with derivations."""
+    from autograder.questions import questions
+    cfg = _config(config_path)
+    key = {str(q.number): {k: vars(w) for k, w in q.worked(cfg).items()} for q in questions() if q.worked}
+    if as_json:
+        click.echo(json.dumps(key, default=str))
+        return
+    for q in questions():
+        if not q.worked:
+            continue
+        table = Table(title=f"Question {q.number} — {q.title}")
+        for col in ("quantity", "formula", "substituted", "answer"):
+            table.add_column(col, overflow="fold")
+        for w in q.worked(cfg).values():
+            table.add_row(w.quantity, w.formula, w.substituted, w.shown)
+        console.print(table)
+
+
+@cli.command()
+@config_option
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="shardlab-out",
+              show_default=True, help="Output folder.")
+def build(config_path, out_dir):
+    """Render the student handout and the instructor solutions."""
+    from autograder.render import build as render_build
+    for path in render_build(_config(config_path), Path(out_dir)):
+        console.print(f"wrote {path}", highlight=False)
+
+
+@cli.command()
+@click.option("--check", "only_check", is_flag=True, help="Fail if assignments/ is out of date.")
+def stubs(only_check):
+    """Regenerate assignments/ (the student stubs) from solutions/."""
+    from autograder.stubs import stale_stubs, write_stubs
+    if only_check:
+        stale = stale_stubs()
+        if stale:
+            raise ShardlabError(f"stubs out of date: {', '.join(stale)} (run `shardlab stubs`)")
+        console.print("stubs are up to date")
+        return
+    for path in write_stubs():
+        console.print(f"wrote {path}", highlight=False)
+
+
+def _run_check(cfg) -> bool:
+    from rich.progress import Progress
+    from autograder.selfcheck import fixtures, run_check
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("grading solutions, stubs and wrong submissions", total=2 + len(fixtures()))
+        rows = run_check(cfg, progress=lambda: progress.advance(task))
+    table = Table(title="Self-check")
+    for col in ("submission", "score", "as declared"):
+        table.add_column(col)
+    for name, report, problems in rows:
+        table.add_row(name, f"{report.score:g}/{report.max_score:g}",
+                      "[green]yes" if not problems else "[red]no: " + "; ".join(problems))
+    console.print(table)
+    return all(not problems for _, _, problems in rows)
+
+
+@cli.command()
+@config_option
+def check(config_path):
+    """Solutions full marks, stubs zero, known-bad submissions as declared."""
+    if not _run_check(_config(config_path)):
+        raise ShardlabError("self-check failed: see the table above")
+
+
+@cli.command()
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="shardlab-out",
+              show_default=True, help="Output folder.")
+def demo(out_dir):
+    """Build everything for the default course and grade solutions and stubs."""
+    from autograder.grading import grade_folder
+    from autograder.render import build as render_build
+    from autograder.selfcheck import folder_of
+    from autograder.stubs import ASSIGNMENTS, SOLUTIONS
+    cfg = _config(None)
+    for path in render_build(cfg, Path(out_dir)):
+        console.print(f"wrote {path}", highlight=False)
+    reports = []
+    for name, source in (("solutions", SOLUTIONS), ("stubs", ASSIGNMENTS)):
+        with folder_of(source) as root:
+            reports.append(grade_folder(root, cfg, label=name))
+    console.print(score_table(reports))
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except ShardlabError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except Exception as exc:  # a bug in shardlab itself: one line unless debugging
+        if os.environ.get("SHARDLAB_DEBUG"):
+            raise
+        click.echo(f"internal error: {type(exc).__name__}: {exc} (set SHARDLAB_DEBUG=1 for a traceback)",
+                   err=True)
+        sys.exit(3)
+
+
+if __name__ == "__main__":
+    main()
