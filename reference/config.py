@@ -31,6 +31,8 @@ class Key:
             raise ShardlabError(f"config {where} must be an integer, got {value!r}")
         if self.kind is str and not isinstance(value, str):
             raise ShardlabError(f"config {where} must be a string, got {value!r}")
+        if self.kind is bool and not isinstance(value, bool):
+            raise ShardlabError(f"config {where} must be true or false, got {value!r}")
         if self.kind is int and value <= 0 and self.name != "seed":
             raise ShardlabError(f"config {where} must be positive, got {value}")
         if self.choices and value not in self.choices:
@@ -40,6 +42,7 @@ class Key:
 
 
 _DEVICES = tuple(HARDWARE)
+_ICI_DEVICES = tuple(name for name, h in HARDWARE.items() if h.ici_bytes_per_second > 0)
 
 SCHEMA: tuple[Key, ...] = (
     Key("course", "name", str, "Systems for Large Models", "course name shown on handouts"),
@@ -54,7 +57,30 @@ SCHEMA: tuple[Key, ...] = (
         "tokens (batch x sequence) one device processes, for the activation memory"),
     Key("memory", "gpu", str, "H100", "device counted in part (a)", _DEVICES),
     Key("memory", "fsdp_device", str, "TPU v5p", "device one FSDP shard must fit in part (b)", _DEVICES),
+    Key("comm4d", "device", str, "TPU v5p", "chip of the 4D mesh: its C and W_ici", _ICI_DEVICES),
+    Key("comm4d", "x", int, 16, "FSDP (data) degree X"),
+    Key("comm4d", "y", int, 4, "tensor-parallel degree Y"),
+    Key("comm4d", "m_x", int, 2, "mesh axes M_X the X collectives use"),
+    Key("comm4d", "m_y", int, 1, "mesh axes M_Y the Y collectives use"),
+    Key("comm4d", "overlap", bool, True,
+        "comms overlap compute, so the binding term is max(FSDP, TP); false sums them"),
 )
+
+
+@dataclass(frozen=True)
+class Mesh4D:
+    """The 4D question's mesh: X-way FSDP times Y-way TP on `device`, N = X * Y."""
+
+    device: Hardware
+    x: int
+    y: int
+    m_x: int
+    m_y: int
+    overlap: bool = True
+
+    @property
+    def n(self) -> int:
+        return self.x * self.y
 
 
 @dataclass(frozen=True)
@@ -66,6 +92,7 @@ class CourseConfig:
     tokens_per_device: int
     gpu: Hardware
     fsdp_device: Hardware
+    mesh: Mesh4D
     points: tuple[tuple[str, float], ...] = ()   # [points] overrides, (part id, points)
     source: str = "default course (reference/course.toml)"
 
@@ -103,6 +130,8 @@ def _parse(data: dict, source: str) -> CourseConfig:
         tokens_per_device=v("memory", "tokens_per_device"),
         gpu=HARDWARE[v("memory", "gpu")],
         fsdp_device=HARDWARE[v("memory", "fsdp_device")],
+        mesh=Mesh4D(HARDWARE[v("comm4d", "device")], v("comm4d", "x"), v("comm4d", "y"),
+                    v("comm4d", "m_x"), v("comm4d", "m_y"), v("comm4d", "overlap")),
         points=tuple(sorted(points.items())),
         source=source,
     )
