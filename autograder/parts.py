@@ -57,8 +57,9 @@ def _is_real(x: Any) -> bool:
 class Compare:
     """How one returned value is judged. `kind` is 'int' (exact integer),
     'real' (relative tolerance rtol, SPEC default 1e-6), 'int_or_none' or
-    'real_or_none' (None is a legal answer), or 'exact' (plain equality of
-    lists, dicts...). Returns None when equal, else a short reason."""
+    'real_or_none' (None is a legal answer), 'int_dict' (the same keys, each
+    value an exact integer) or 'exact' (plain equality of lists, dicts...).
+    Returns None when equal, else a short reason."""
 
     kind: str = "real"
     rtol: float = 1e-6
@@ -71,6 +72,15 @@ class Compare:
                 return None if expected is got else ("expected None" if expected is None
                                                      else "returned None")
             kind = kind.removesuffix("_or_none")
+        if kind == "int_dict":
+            if not isinstance(got, dict):
+                return f"returned {type(got).__name__}, expected a dict"
+            if set(got) != set(expected):
+                return f"returned keys {sorted(got)}, expected keys {sorted(expected)}"
+            for key in expected:
+                if not _is_int(got[key]):
+                    return f"[{key!r}] is {type(got[key]).__name__}, expected an int"
+            return None if got == expected else "wrong value"
         if kind == "int":
             if not _is_int(got):
                 return f"returned {type(got).__name__}, expected an int"
