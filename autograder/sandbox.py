@@ -1,7 +1,7 @@
 """Run student functions in a separate, limited process; get plain data back.
 
 The grader never imports student code. `run_calls` starts
-`python -I -m autograder.sandbox_worker` in its own session with a memory
+`python -I -u -m autograder.sandbox_worker` in its own session with a memory
 limit, sends it the calls, and watches a private result pipe with a
 wall-clock budget per call. A call that hangs or kills the process fails
 alone: the worker is killed (its whole process group) and a fresh one
@@ -96,7 +96,7 @@ def _one_worker(root, calls, pending, outcomes, limits, output, printed) -> None
                        args=list(calls[i].args.values())) for i in pending],
     }
     proc = subprocess.Popen(
-        [sys.executable, "-I", "-m", "autograder.sandbox_worker"],
+        [sys.executable, "-I", "-u", "-m", "autograder.sandbox_worker"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         pass_fds=(write_fd,), start_new_session=True, cwd=root,
         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONHASHSEED": "0",
