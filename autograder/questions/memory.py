@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+from autograder.casegen import model_shapes
 from autograder.parts import EXACT_INT, REAL, Call, Case, Compare, Part, function_part
 from autograder.questions import Question
 from reference import memory as ref
@@ -15,18 +16,11 @@ GIB = 2**30
 # ---- case generators: (args, public, note) ---------------------------------
 
 
-def _shapes(rng, k):
-    """Random model shapes: widths in multiples of 128 up to the XXL scale."""
-    for _ in range(k):
-        d = 128 * rng.randint(1, 160)
-        yield d, 128 * rng.randint(1, 4 * d // 128 + 1), rng.randint(1, 200)
-
-
 def _param_args(cfg, rng):
     m = cfg.model
     yield dict(d_model=m.d_model, d_ff=m.d_ff, num_blocks=m.num_blocks), True, "the course model"
     yield dict(d_model=8, d_ff=24, num_blocks=3), True, "a tiny model"
-    for d, f, layers in _shapes(rng, 6):
+    for d, f, layers in model_shapes(rng, 6):
         yield dict(d_model=d, d_ff=f, num_blocks=layers), False, ""
 
 
@@ -45,7 +39,7 @@ def _activation_args(cfg, rng):
            True, "the course model")
     yield dict(d_model=8, d_ff=24, num_blocks=3, tokens=5), True, "a tiny model"
     yield dict(d_model=m.d_model, d_ff=m.d_ff, num_blocks=m.num_blocks, tokens=0), False, "edge case: tokens = 0"
-    for d, f, layers in _shapes(rng, 5):
+    for d, f, layers in model_shapes(rng, 5):
         yield dict(d_model=d, d_ff=f, num_blocks=layers, tokens=rng.randint(1, 2**20)), False, ""
 
 
