@@ -51,11 +51,19 @@ def cli():
 @cli.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per submission.")
+@click.option("--jobs", "-j", type=click.IntRange(1, 64), default=2, show_default=True,
+              help="Submissions graded at once (with --out).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False),
+              help="Batch mode: write gradebook.csv, results/*.json and feedback/*.md here.")
+@click.option("--resume", is_flag=True, help="With --out: skip submissions already graded.")
 @config_option
-def grade(paths, as_json, config_path):
+def grade(paths, as_json, jobs, out_dir, resume, config_path):
     """Grade submissions: folders or zips holding assignments/."""
-    from autograder.grading import grade_path
     cfg = _config(config_path)
+    if out_dir:
+        _grade_batch(list(paths), Path(out_dir), config_path, jobs, resume, as_json)
+        return
+    from autograder.grading import grade_path
     reports = [grade_path(p, cfg) for p in paths]
     if as_json:
         for r in reports:
@@ -71,6 +79,34 @@ def grade(paths, as_json, config_path):
             console.print(f"{Path(r.submission).name}: the submission printed {r.output_bytes:,} bytes "
                           f"(ignored by the grader).", highlight=False)
     console.print(score_table(reports))
+
+
+def _grade_batch(paths, out: Path, config_path, jobs, resume, as_json) -> None:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from autograder.batch import grade_many
+    missing = [p for p in paths if not Path(p).exists()]
+    if missing:
+        raise ShardlabError(f"no such file or folder: {missing[0]}")
+    errors = []
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=as_json) as progress:
+        task = progress.add_task("grading", total=len(paths))
+
+        def on_result(name, report, skipped):
+            progress.advance(task)
+            if report["status"] != "ok":
+                errors.append(name)
+            if not skipped and not as_json:
+                shown = (f"{report['score']:g}/{report['max_score']:g}" if report["status"] == "ok"
+                         else f"[red]error[/]: {report['error']}")
+                progress.console.print(f"{name}: {shown}", highlight=False)
+        results = grade_many(paths, out, config_path, jobs, resume, on_result)
+    if as_json:
+        for name in sorted(results):
+            click.echo(json.dumps({"name": name, **results[name]}))
+    else:
+        console.print(f"wrote {out / 'gradebook.csv'} ({len(results)} submissions, {len(errors)} errors)",
+                      highlight=False)
 
 
 @cli.command()
