@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from autograder.gloo.group import run_gloo
 from autograder.parts import Case, Part
 from autograder.questions import check_points_config, part_points, questions
 from autograder.sandbox import Limits, Outcome, run_calls
@@ -123,8 +124,10 @@ def score_part(part: Part, points: float, cases: list[Case], expected: list[list
     return PartResult(part.id, part.title, score, points, feedback, part.kind)
 
 
-# probe name -> runner(root, calls, limits) -> SandboxRun; each runs once per submission
-PROBES = {"calls": run_calls}
+# probe name -> runner(root, calls, limits) -> SandboxRun; each runs once per submission.
+# A runner may have `prepare(root, limits)`: called before the expected values
+# are computed, so slow start-up (the gloo fork server importing torch) overlaps them.
+PROBES = {"calls": run_calls, "gloo": run_gloo}
 
 
 def _run_probes(root: Path, plan, limits: Limits) -> tuple[dict, str, int]:
@@ -152,6 +155,9 @@ def _run_probes(root: Path, plan, limits: Limits) -> tuple[dict, str, int]:
 def grade_folder(root: Path, cfg, limits: Limits = Limits(), label: str | None = None) -> Report:
     """Grade the submission whose assignments/ folder is under `root`."""
     check_points_config(cfg)
+    for probe in {p.probe for q in questions() for p in q.parts if p.kind == "auto"}:
+        if hasattr(PROBES[probe], "prepare"):
+            PROBES[probe].prepare(str(root), limits)
     plan = _cases_and_expected(cfg)
     outcomes_of, output, printed = _run_probes(root, plan, limits)
 
