@@ -13,7 +13,8 @@ def test_stubs_are_in_sync():
 
 def _signatures(path):
     tree = ast.parse(path.read_text())
-    return {n.name: (ast.dump(n.args), ast.get_docstring(n)) for n in ast.walk(tree)
+    return {n.name: (ast.dump(n.args) if isinstance(n, ast.FunctionDef) else "class", ast.get_docstring(n))
+            for n in ast.walk(tree)
             if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_")}
 
 
