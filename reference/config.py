@@ -64,7 +64,20 @@ SCHEMA: tuple[Key, ...] = (
     Key("comm4d", "m_y", int, 1, "mesh axes M_Y the Y collectives use"),
     Key("comm4d", "overlap", bool, True,
         "comms overlap compute, so the binding term is max(FSDP, TP); false sums them"),
+    Key("buckets", "model_bytes", int, 400_000_000,
+        "bytes s of gradients DDP all-reduces per step in the bucket question (100M FP32 parameters)"),
+    Key("buckets", "bandwidth", int, 10_000_000_000, "all-reduce bandwidth w in bytes/s"),
+    Key("buckets", "call_overhead_us", int, 50, "overhead o of one all-reduce call, in microseconds"),
 )
+
+
+@dataclass(frozen=True)
+class BucketsConfig:
+    """The bucket question's cost model: s bytes, w bytes/s, o seconds per call."""
+
+    model_bytes: int = 400_000_000
+    bandwidth: float = 1e10
+    call_overhead: float = 50e-6
 
 
 @dataclass(frozen=True)
@@ -93,6 +106,7 @@ class CourseConfig:
     gpu: Hardware
     fsdp_device: Hardware
     mesh: Mesh4D
+    buckets: BucketsConfig = BucketsConfig()
     points: tuple[tuple[str, float], ...] = ()   # [points] overrides, (part id, points)
     source: str = "default course (reference/course.toml)"
 
@@ -132,6 +146,8 @@ def _parse(data: dict, source: str) -> CourseConfig:
         fsdp_device=HARDWARE[v("memory", "fsdp_device")],
         mesh=Mesh4D(HARDWARE[v("comm4d", "device")], v("comm4d", "x"), v("comm4d", "y"),
                     v("comm4d", "m_x"), v("comm4d", "m_y"), v("comm4d", "overlap")),
+        buckets=BucketsConfig(v("buckets", "model_bytes"), float(v("buckets", "bandwidth")),
+                              v("buckets", "call_overhead_us") / 1e6),
         points=tuple(sorted(points.items())),
         source=source,
     )

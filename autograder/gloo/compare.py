@@ -1,0 +1,78 @@
+"""Comparators for values that come back from gloo scenarios: one value per
+rank (a list), each a dict. They follow the engine's contract:
+`problem(expected, got) -> None | short reason`."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def _per_rank(got, key: str) -> list | str:
+    if not isinstance(got, list) or not got:
+        return "returned no per-rank results"
+    for r, value in enumerate(got):
+        if not isinstance(value, dict) or key not in value:
+            return f"rank {r} returned no {key!r}"
+    return [value[key] for value in got]
+
+
+@dataclass(frozen=True)
+class StatesMatch:
+    """Every rank's final state (name -> nested lists) equals the expected one
+    within |got - expected| <= atol + rtol * |expected| (FP32 training)."""
+
+    key: str = "state"
+    rtol: float = 1e-4
+    atol: float = 1e-5
+
+    def problem(self, expected: dict, got) -> str | None:
+        states = _per_rank(got, self.key)
+        if isinstance(states, str):
+            return states
+        for r, state in enumerate(states):
+            if sorted(state) != sorted(expected):
+                return f"rank {r}'s state has entries {sorted(state)}, expected {sorted(expected)}"
+            worst = max(((self._excess(expected[k], state[k]), k) for k in expected), default=(0.0, ""))
+            if worst[0] > 0:
+                disagree = r > 0 and any(self._excess(states[0][k], state[k]) > 0 for k in state)
+                hint = " (and the ranks disagree with each other)" if disagree else ""
+                return (f"rank {r}: {worst[1]!r} differs from single-process training by up to "
+                        f"{worst[0]:.2g} beyond the tolerance{hint}")
+        return None
+
+    def _excess(self, expected, got) -> float:
+        try:
+            e, g = np.asarray(expected, dtype=np.float64), np.asarray(got, dtype=np.float64)
+        except (TypeError, ValueError):
+            return float("inf")
+        if e.shape != g.shape:
+            return float("inf")
+        if not np.all(np.isfinite(g)):
+            return float("inf")
+        return float(np.max(np.abs(g - e) - (self.atol + self.rtol * np.abs(e)), initial=0.0))
+
+    def __call__(self, expected, got) -> bool:
+        return self.problem(expected, got) is None
+
+
+@dataclass(frozen=True)
+class StepCheck:
+    """Applies `check(expected, step_record) -> None | reason` to every step of every rank."""
+
+    check: object
+    key: str = "steps"
+
+    def problem(self, expected, got) -> str | None:
+        runs = _per_rank(got, self.key)
+        if isinstance(runs, str):
+            return runs
+        for r, steps in enumerate(runs):
+            for k, step in enumerate(steps, start=1):
+                why = self.check(expected, step)
+                if why:
+                    return f"rank {r}, step {k}: {why}"
+        return None
+
+    def __call__(self, expected, got) -> bool:
+        return self.problem(expected, got) is None

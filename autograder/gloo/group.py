@@ -1,0 +1,320 @@
+"""The grader's side of the gloo harness: fork server, worker groups, and the
+`gloo` probe that runs named scenarios for the grading engine.
+
+One fork server per submission (it has imported torch, nothing else runs in
+it); per world size one worker group of ranks forked from it, reused by every
+scenario of that submission. Each group rendezvouses through a FileStore in a
+fresh private temp dir (no ports; a stale store file can hang a rank, so a
+dir is never reused) and talks to the grader over a Unix socket in that dir.
+
+Failing fast: every collective has a short timeout (`GlooLimits`), torch
+checks collective fingerprints (TORCH_DISTRIBUTED_DEBUG=DETAIL turns a
+mismatched collective into an error instead of a hang or an abort), and the
+grader enforces a wall-clock deadline per scenario, then kills the group's
+whole process group. A scenario that fails in any way (an exception on a
+rank, a timeout, a rank that died) costs the group: the next scenario gets a
+fresh one, unless every rank failed before its first collective. After a
+hang or a dead rank, the rest of that scenario's calls are not run (they
+would only cost the same deadline again).
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+from autograder.parts import Call
+from autograder.sandbox import Limits, Outcome, SandboxRun, _CappedReader, _kill_group
+
+
+@dataclass(frozen=True)
+class GlooLimits:
+    collective_seconds: float = 3.0     # gloo's own timeout for one collective (default 30 min)
+    scenario_seconds: float = 10.0      # wall clock for one scenario on all ranks, then kill
+    start_seconds: float = 60.0         # fork server import + a group's rendezvous
+    grace_seconds: float = 0.3          # after a rank fails, time for the others to report
+
+
+GLOO = GlooLimits()
+
+
+class GroupError(Exception):
+    pass
+
+
+def _lines(sock: socket.socket, buffer: bytearray) -> list[dict] | None:
+    """Read what is available; None at end of stream."""
+    chunk = sock.recv(65536)
+    if not chunk:
+        return None
+    buffer.extend(chunk)
+    *lines, rest = bytes(buffer).split(b"\n")
+    buffer[:] = rest
+    return [json.loads(line) for line in lines if line]
+
+
+class ForkServer:
+    def __init__(self, root: str, limits: Limits, gloo: GlooLimits = GLOO):
+        self.root, self.limits, self.gloo = os.path.abspath(root), limits, gloo
+        self.output, self.printed = bytearray(), [0]
+        read_fd, write_fd = os.pipe()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-m", "autograder.gloo.worker"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            pass_fds=(write_fd,), start_new_session=True, cwd=self.root,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONHASHSEED": "0",
+                 "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1",
+                 "TORCH_DISTRIBUTED_DEBUG": "DETAIL", "GLOO_SOCKET_IFNAME": "lo"},
+        )
+        os.close(write_fd)
+        self.results = os.fdopen(read_fd, "rb")
+        self.reader = _CappedReader(self.proc.stdout, self.output, self.printed)
+        self.reader.start()
+        self.proc.stdin.write((json.dumps({"result_fd": write_fd}) + "\n").encode())
+        self.proc.stdin.flush()
+        self.ready = False
+        self.groups: list[WorkerGroup] = []
+        _LIVE.add(self)
+
+    def _reply(self, seconds: float) -> dict:
+        sel = selectors.DefaultSelector()
+        sel.register(self.results, selectors.EVENT_READ)
+        try:
+            if not sel.select(seconds):
+                raise GroupError(f"the gloo fork server did not answer within {seconds:g} s")
+        finally:
+            sel.close()
+        line = self.results.readline()
+        if not line:
+            raise GroupError(f"the gloo fork server ended (exit status {self.proc.poll()})")
+        return json.loads(line)
+
+    def spawn(self, world_size: int) -> "WorkerGroup":
+        if not self.ready:
+            self._reply(self.gloo.start_seconds)
+            self.ready = True
+        group = WorkerGroup(self, world_size)
+        self.groups.append(group)
+        return group
+
+    def close(self) -> None:
+        for group in self.groups:
+            group.kill()
+        if self.proc.poll() is None:
+            _kill_group(self.proc)
+        self.reader.join(timeout=5)
+        self.results.close()
+        _LIVE.discard(self)
+
+
+class WorkerGroup:
+    """world_size ranks forked from the server, rendezvoused and ready."""
+
+    def __init__(self, server: ForkServer, world_size: int):
+        self.server, self.world_size = server, world_size
+        self.dir = tempfile.mkdtemp(prefix="shardlab-gloo-")
+        self.pids: list[int] = []
+        self.socks: list[socket.socket | None] = [None] * world_size
+        self.buffers = [bytearray() for _ in range(world_size)]
+        self.where: list[str | None] = [None] * world_size
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(os.path.join(self.dir, "ctl.sock"))
+            listener.listen(world_size)
+            spec = {"world_size": world_size, "root": server.root,
+                    "socket": os.path.join(self.dir, "ctl.sock"), "store": os.path.join(self.dir, "store"),
+                    "collective_seconds": server.gloo.collective_seconds,
+                    "memory_bytes": server.limits.memory_bytes}
+            server.proc.stdin.write((json.dumps({"spawn": spec}) + "\n").encode())
+            server.proc.stdin.flush()
+            self.pids = server._reply(server.gloo.start_seconds)["spawned"]
+            self._connect(listener)
+        except (OSError, GroupError, ValueError) as exc:
+            self.kill()
+            raise GroupError(f"could not start {world_size} gloo ranks: {exc}") from None
+        finally:
+            listener.close()
+
+    def _connect(self, listener: socket.socket) -> None:
+        deadline = time.monotonic() + self.server.gloo.start_seconds
+        for _ in range(self.world_size):
+            listener.settimeout(max(0.01, deadline - time.monotonic()))
+            conn, _ = listener.accept()
+            conn.settimeout(max(0.01, deadline - time.monotonic()))
+            buffer = bytearray()
+            while b"\n" not in buffer:
+                chunk = conn.recv(4096)
+                if not chunk:
+                    raise GroupError("a rank closed its connection before saying hello")
+                buffer.extend(chunk)
+            hello, _, rest = bytes(buffer).partition(b"\n")
+            rank = json.loads(hello)["hello"]
+            conn.settimeout(None)
+            self.socks[rank], self.buffers[rank] = conn, bytearray(rest)
+        msgs = self._collect(deadline, set(range(self.world_size)), "ready")
+        for rank in range(self.world_size):
+            if msgs.get(rank) is not True:
+                raise GroupError(f"rank {rank} did not join the process group: {msgs.get(rank)}")
+
+    def _collect(self, deadline: float, pending: set[int], want: str) -> dict[int, object]:
+        """Messages of kind `want` (or 'error'/'died') from the pending ranks until the deadline."""
+        got: dict[int, object] = {}
+        sel = selectors.DefaultSelector()
+        for r in pending:
+            sel.register(self.socks[r], selectors.EVENT_READ, r)
+        try:
+            while pending:
+                events = sel.select(max(0.0, deadline - time.monotonic()))
+                if not events:
+                    break
+                for key, _ in events:
+                    r = key.data
+                    msgs = _lines(self.socks[r], self.buffers[r])
+                    if msgs is None:
+                        got[r] = ("died", None)
+                        pending.discard(r)
+                        sel.unregister(self.socks[r])
+                        continue
+                    for msg in msgs:
+                        if "at" in msg:
+                            self.where[r] = msg["at"]
+                        elif "error" in msg:
+                            got[r] = ("error", msg)
+                        elif want in msg:
+                            got[r] = msg[want] if want == "ready" else ("ok", msg[want])
+                        if r in got:
+                            pending.discard(r)
+                            sel.unregister(self.socks[r])
+                            break
+                if any(v[0] != "ok" for v in got.values() if isinstance(v, tuple)):
+                    break          # one rank failed: the scenario has failed
+        finally:
+            sel.close()
+        return got
+
+    def run(self, call: Call, seconds: float) -> tuple[Outcome, str]:
+        """Run one scenario on every rank. Returns (outcome, state) with state
+        'ok', 'clean-error' (group still usable), 'error', 'hung' or 'died'."""
+        request = (json.dumps({"run": {"scenario": call.function, "module": call.module,
+                                       "args": call.args}}) + "\n").encode()
+        self.where = [None] * self.world_size
+        try:
+            for s in self.socks:
+                s.sendall(request)
+        except OSError:
+            return Outcome(error="a gloo rank ended its process before the scenario started"), "died"
+        got = self._collect(time.monotonic() + seconds, set(range(self.world_size)), "result")
+        failed = {r: v for r, v in got.items() if v[0] != "ok"}
+        if not failed and len(got) == self.world_size:
+            return Outcome(value=[got[r][1] for r in range(self.world_size)]), "ok"
+        if not failed:
+            stuck = "; ".join(f"rank {r} " + (f"was stuck in {self.where[r]}" if self.where[r]
+                                              else "was running Python code, in no collective")
+                              for r in range(self.world_size) if r not in got)
+            return Outcome(error=f"did not finish within {seconds:g} s: {stuck}"), "hung"
+        # let the other ranks report too: one failure often explains another
+        more = self._collect(time.monotonic() + self.server.gloo.grace_seconds,
+                             set(range(self.world_size)) - set(got), "result")
+        got.update(more)
+        failed = {r: v for r, v in got.items() if v[0] != "ok"}
+        first = min(failed)
+        kind, msg = failed[first]
+        if kind == "died":
+            where = f" while in {self.where[first]}" if self.where[first] else ""
+            return Outcome(error=f"rank {first} ended its process{where}"), "died"
+        clean = len(failed) == self.world_size and all(v[0] == "error" and v[1]["collectives"] == 0
+                                                     for v in failed.values())
+        return Outcome(error=f"rank {first}: {msg['error']}"), "clean-error" if clean else "error"
+
+    def kill(self) -> None:
+        if self.pids:
+            for target in (lambda: os.killpg(self.pids[0], signal.SIGKILL),
+                           *[(lambda p=p: os.kill(p, signal.SIGKILL)) for p in self.pids]):
+                try:
+                    target()
+                except (ProcessLookupError, PermissionError):
+                    pass
+            self.pids = []
+        for s in self.socks:
+            if s is not None:
+                s.close()
+        self.socks = [None] * self.world_size
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+_LIVE: set[ForkServer] = set()
+_PREPARED: dict[str, ForkServer] = {}
+
+
+@atexit.register
+def _close_all() -> None:
+    for server in list(_LIVE):
+        server.close()
+
+
+def prepare(root: str, limits: Limits = Limits()) -> None:
+    """Start the fork server now (it imports torch while the grader computes expectations)."""
+    key = os.path.abspath(root)
+    if key not in _PREPARED:
+        _PREPARED[key] = ForkServer(key, limits)
+
+
+def _key(call: Call) -> str:
+    return json.dumps([call.module, call.function, call.args], sort_keys=True)
+
+
+def run_gloo(root: str, calls: list[Call], limits: Limits = Limits(), gloo: GlooLimits = GLOO) -> SandboxRun:
+    """The `gloo` probe: each call names a scenario and its args (with
+    `world_size`); identical calls run once. Values are the ranks' results.
+    `limits` gives the ranks' memory limit; `gloo` the timeouts."""
+    server = _PREPARED.pop(os.path.abspath(root), None) or ForkServer(root, limits, gloo)
+    unique: dict[str, Call] = {}
+    for call in calls:
+        unique.setdefault(_key(call), call)
+    by_size: dict[int, list[str]] = {}
+    for key, call in unique.items():
+        by_size.setdefault(int(call.args.get("world_size", 0)), []).append(key)
+    results: dict[str, Outcome] = {}
+    restarts = 0
+    try:
+        for world_size, keys in sorted(by_size.items()):
+            group, given_up = None, {}
+            for key in keys:
+                call = unique[key]
+                if call.function in given_up:
+                    results[key] = Outcome(error=f"not run: an earlier {call.function} run {given_up[call.function]}")
+                    continue
+                if world_size < 1:
+                    results[key] = Outcome(error="scenario call without a world_size")
+                    continue
+                try:
+                    group = group or server.spawn(world_size)
+                except GroupError as exc:
+                    results[key] = Outcome(error=str(exc))
+                    continue
+                outcome, state = group.run(call, server.gloo.scenario_seconds)
+                results[key] = outcome
+                if state in ("hung", "died"):
+                    given_up[call.function] = "hung" if state == "hung" else "ended a rank"
+                if state not in ("ok", "clean-error"):
+                    group.kill()
+                    group, restarts = None, restarts + 1
+            if group:
+                group.kill()
+    finally:
+        server.close()
+    return SandboxRun(outcomes=[results[_key(c)] for c in calls],
+                      output=server.output.decode("utf-8", "replace"),
+                      output_bytes=server.printed[0], restarts=restarts)
+
+
+run_gloo.prepare = prepare
