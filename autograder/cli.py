@@ -136,10 +136,13 @@ def answers(config_path, as_json):
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="shardlab-out",
               show_default=True, help="Output folder.")
 def build(config_path, out_dir):
-    """Render the student handout and the instructor solutions."""
+    """Render the student handout and the instructor solutions; write the otter autograder zip."""
+    from autograder.otter_export import build_autograder, config_text
     from autograder.render import build as render_build
-    for path in render_build(_config(config_path), Path(out_dir)):
+    cfg = _config(config_path)
+    for path in render_build(cfg, Path(out_dir)):
         console.print(f"wrote {path}", highlight=False)
+    console.print(f"wrote {build_autograder(cfg, config_text(config_path), Path(out_dir))}", highlight=False)
 
 
 @cli.command()
