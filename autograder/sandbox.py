@@ -15,10 +15,13 @@ import selectors
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from autograder import jail
 from autograder.parts import Call
 
 OUTPUT_CAP_BYTES = 64 * 1024
@@ -73,6 +76,13 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 def run_calls(root: str, calls: list[Call], limits: Limits = Limits()) -> SandboxRun:
     """Evaluate every call against the submission at `root` (holding assignments/)."""
+    if jail.launcher():
+        with tempfile.TemporaryDirectory(prefix="shardlab-jail-") as tmp:
+            return _run_calls(str(jail.stage(root, Path(tmp))), calls, limits)
+    return _run_calls(root, calls, limits)
+
+
+def _run_calls(root: str, calls: list[Call], limits: Limits) -> SandboxRun:
     outcomes: list[Outcome | None] = [None] * len(calls)
     output, printed = bytearray(), [0]
     run = SandboxRun(outcomes=[])
@@ -91,12 +101,13 @@ def _one_worker(root, calls, pending, outcomes, limits, output, printed) -> None
     request = {
         "root": os.path.abspath(root),
         "result_fd": write_fd,
+        "jail": bool(jail.launcher()),
         "memory_bytes": limits.memory_bytes,
         "calls": [dict(module=calls[i].module, function=calls[i].function,
                        args=list(calls[i].args.values())) for i in pending],
     }
     proc = subprocess.Popen(
-        [sys.executable, "-I", "-u", "-m", "autograder.sandbox_worker"],
+        [*jail.launcher(), sys.executable, "-I", "-u", "-m", "autograder.sandbox_worker"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         pass_fds=(write_fd,), start_new_session=True, cwd=root,
         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONHASHSEED": "0",

@@ -85,6 +85,18 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}{': ' + text[:300] if text else ''}{where}"
 
 
+def lock_down(request: dict) -> None:
+    """Everything between the trusted imports and the first student import:
+    the jail (when started inside namespaces), rlimits, import blocking."""
+    if request.get("jail"):
+        from autograder import jail
+        jail.enter(jail.answer_key_dirs(), jail.interpreter_paths())
+    if request.get("memory_bytes"):
+        limit = request["memory_bytes"]
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    sys.meta_path.insert(0, _BlockAnswerKey())
+
+
 def main() -> None:
     request = json.loads(sys.stdin.read())
     results = os.fdopen(request["result_fd"], "w", buffering=1)
@@ -92,10 +104,7 @@ def main() -> None:
     def send(**msg):
         results.write(json.dumps(msg) + "\n")
 
-    if request.get("memory_bytes"):
-        limit = request["memory_bytes"]
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    sys.meta_path.insert(0, _BlockAnswerKey())
+    lock_down(request)
     _load_package(request["root"])
 
     failed_modules: dict[str, str] = {}
