@@ -3,7 +3,6 @@
 These need the jail (root + namespaces), which CI and Gradescope have; where
 it is unavailable the test says so by failing, not by skipping silently."""
 import os
-import shutil
 import subprocess
 
 import pytest
@@ -31,10 +30,10 @@ def read_answer_key():
             out.append(type(exc).__name__)
     return out
 
-def write_grader():
+def write_grader(path):
     try:
-        with open({os.path.join(os.path.dirname(REPO_FILE), "..", "autograder", "pwned.py")!r}, "w") as f:
-            f.write("x = 1")
+        with open(path, "a") as f:
+            f.write("pwned")
         return "wrote"
     except OSError as exc:
         return type(exc).__name__
@@ -82,10 +81,16 @@ def test_only_loopback_is_visible(hostile):
     assert _ask(hostile, "interfaces") == ["lo"]
 
 
-def test_answer_key_is_unreadable_and_grader_unwritable(hostile):
+def test_answer_key_is_unreadable_and_grader_unwritable(hostile, tmp_path_factory):
     assert _ask(hostile, "read_answer_key") == ["FileNotFoundError", "FileNotFoundError"]
-    assert _ask(hostile, "write_grader") == "PermissionError"
-    assert not os.path.exists(os.path.join(os.path.dirname(REPO_FILE), "..", "autograder", "pwned.py"))
+    # a file of the grader's (root's, mode 0644) in a folder anyone may enter
+    folder = tmp_path_factory.mktemp("grader-state")
+    folder.chmod(0o755)
+    state = folder / "state.txt"
+    state.write_text("ok")
+    state.chmod(0o644)
+    assert _ask(hostile, "write_grader", path=str(state)) == "PermissionError"
+    assert state.read_text() == "ok"
 
 
 def test_detached_processes_do_not_survive(hostile):
