@@ -45,6 +45,8 @@ class GlooLimits:
 
 
 GLOO = GlooLimits()
+# what gloo and torch's monitored barrier say when a collective times out
+TIMEOUT_MARKS = ("Timed out", "timed out", "monitoredBarrier")
 
 
 class GroupError(Exception):
@@ -125,7 +127,8 @@ class WorkerGroup:
         self.pids: list[int] = []
         self.socks: list[socket.socket | None] = [None] * world_size
         self.buffers = [bytearray() for _ in range(world_size)]
-        self.where: list[str | None] = [None] * world_size
+        self.where: list[str | None] = [None] * world_size   # the collective each rank is in
+        self.last: list[str | None] = [None] * world_size    # the last one it entered
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             listener.bind(os.path.join(self.dir, "ctl.sock"))
@@ -187,6 +190,7 @@ class WorkerGroup:
                     for msg in msgs:
                         if "at" in msg:
                             self.where[r] = msg["at"]
+                            self.last[r] = msg["at"] or self.last[r]
                         elif "error" in msg:
                             got[r] = ("error", msg)
                         elif want in msg:
@@ -207,6 +211,7 @@ class WorkerGroup:
         request = (json.dumps({"run": {"scenario": call.function, "module": call.module,
                                        "args": call.args}}) + "\n").encode()
         self.where = [None] * self.world_size
+        self.last = [None] * self.world_size
         try:
             for s in self.socks:
                 s.sendall(request)
@@ -226,14 +231,18 @@ class WorkerGroup:
                              set(range(self.world_size)) - set(got), "result")
         got.update(more)
         failed = {r: v for r, v in got.items() if v[0] != "ok"}
+        dead = sorted(r for r, v in failed.items() if v[0] == "died")
+        if dead:                       # a dead rank explains the others' errors
+            r = dead[0]
+            where = (f" while in {self.where[r]}" if self.where[r]
+                     else f" after {self.last[r]}" if self.last[r] else " before its first collective")
+            return Outcome(error=f"rank {r} ended its process{where}"), "died"
         first = min(failed)
-        kind, msg = failed[first]
-        if kind == "died":
-            where = f" while in {self.where[first]}" if self.where[first] else ""
-            return Outcome(error=f"rank {first} ended its process{where}"), "died"
-        clean = len(failed) == self.world_size and all(v[0] == "error" and v[1]["collectives"] == 0
-                                                     for v in failed.values())
-        return Outcome(error=f"rank {first}: {msg['error']}"), "clean-error" if clean else "error"
+        text = failed[first][1]["error"]
+        if any(mark in text for mark in TIMEOUT_MARKS):
+            return Outcome(error=f"rank {first} hung: {text}"), "hung"
+        clean = len(failed) == self.world_size and all(v[1]["collectives"] == 0 for v in failed.values())
+        return Outcome(error=f"rank {first}: {text}"), "clean-error" if clean else "error"
 
     def kill(self) -> None:
         if self.pids:

@@ -26,6 +26,7 @@ rank hung in which collective.
 from __future__ import annotations
 
 import inspect
+import re
 from typing import Any, Callable
 
 import torch
@@ -52,9 +53,13 @@ class TracedWork:
         self._work, self._label, self._tracer = work, label, tracer
 
     def wait(self, *args, **kwargs):
-        self._tracer.enter(f"waiting for {self._label}")
+        label = f"waiting for {self._label}"
+        self._tracer.enter(label)
         try:
             return self._work.wait(*args, **kwargs)
+        except BaseException:
+            self._tracer.failed_in = label
+            raise
         finally:
             self._tracer.leave()
 
@@ -70,6 +75,7 @@ class Tracer:
         self.seq = 0
         self.current: str | None = None      # the collective this rank is blocked in
         self.last: str | None = None         # the last collective it called
+        self.failed_in: str | None = None    # the collective (or wait) that raised
         self._status = status
         self._originals: dict[tuple[Any, str], Callable] = {}
 
@@ -92,6 +98,7 @@ class Tracer:
 
     def reset(self) -> None:
         self.events.clear()
+        self.failed_in = None
         self.set_phase("setup")
 
     # ---- where the rank is ---------------------------------------------------
@@ -104,8 +111,8 @@ class Tracer:
         self._status(None)
 
     def where(self) -> str:
-        if self.current:
-            return f"in {self.current}"
+        if self.failed_in or self.current:
+            return f"in {self.failed_in or self.current}"
         return f"after {self.last}" if self.last else "before any collective"
 
     # ---- wrapping torch.distributed -------------------------------------------
@@ -153,6 +160,9 @@ class Tracer:
             tracer.enter(label)
             try:
                 work = fn(*args, **kwargs)
+            except BaseException:
+                tracer.failed_in = label
+                raise
             finally:
                 tracer.leave()
             return TracedWork(work, label, tracer) if is_async and work is not None else work
@@ -161,3 +171,18 @@ class Tracer:
         traced.__doc__ = fn.__doc__
         traced.__wrapped__ = fn
         return traced
+
+
+_FINGERPRINT = re.compile(r"Rank (\d+) is running collective: CollectiveFingerPrint\("
+                          r"SequenceNumber=(\d+), OpType=(\w+), TensorShape=\[([^\]]*)\]")
+
+
+def explain(exc: BaseException) -> str | None:
+    """A one-line reading of torch's collective-mismatch error (DETAIL mode), or None."""
+    text = str(exc)
+    found = _FINGERPRINT.findall(text)
+    if "Detected mismatch between collectives" not in text or len(found) < 2:
+        return None
+    said = [f"rank {r} called {op.lower()} of shape [{shape}] as its collective #{seq}"
+            for r, seq, op, shape in found[:2]]
+    return "the ranks called different collectives: " + ", but ".join(said)

@@ -78,7 +78,7 @@ def _rank_main(spec: dict, rank: int) -> None:
     import torch.distributed as dist
 
     from autograder.gloo.scenarios import SCENARIOS, Context
-    from autograder.gloo.tracing import Tracer
+    from autograder.gloo.tracing import Tracer, explain
 
     if spec.get("memory_bytes"):
         resource.setrlimit(resource.RLIMIT_AS, (spec["memory_bytes"], spec["memory_bytes"]))
@@ -100,8 +100,8 @@ def _rank_main(spec: dict, rank: int) -> None:
         try:
             value = plain(SCENARIOS[run["scenario"]](ctx, **run["args"]))
         except BaseException as exc:  # noqa: BLE001 - any failure of student code is a result
-            where = f" [{tracer.where()}]" if tracer.seq or tracer.current else ""
-            channel.send(error=_describe(exc) + where, collectives=tracer.seq)
+            where = f" [{tracer.where()}]" if tracer.seq else ""
+            channel.send(error=(explain(exc) or _describe(exc)) + where, collectives=tracer.seq)
             continue
         channel.send(result=value)
 
