@@ -1,0 +1,147 @@
+"""The otter autograder zip: its test files, and parity with `shardlab grade`.
+
+The parity tests run `otter run -a autograder.zip submission.zip` (otter's
+local grading, no Docker) once per submission with this .venv's otter and
+editable shardlab: otter run installs nothing, so the zip's requirements
+(for Gradescope) are not used here.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from autograder.otter_export import build_autograder, config_text
+from autograder.otter_runtime import ENTRY_FILE, locate_submission
+from autograder.questions import part_points, questions
+from autograder.selfcheck import assembled, fixtures, folder_of
+from autograder.stubs import ASSIGNMENTS, SOLUTIONS
+
+OTTER_TIMEOUT = 240   # otter run has no timeout of its own
+PARTIAL = "gib_for_gb"
+# a student's copies of packages the grading kernel imports, and of our entry file:
+# the quarantine plugin and the zip's own entry file must make them harmless
+DECOYS = {
+    "otter/__init__.py": "raise ImportError('a student otter package was imported')\n",
+    "autograder/__init__.py": "raise ImportError('a student autograder package was imported')\n",
+    ENTRY_FILE: "shardlab_submission = {'root': '/nowhere'}\n",
+}
+
+
+@pytest.fixture(scope="module")
+def autograder_zip(tmp_path_factory, cfg):
+    return build_autograder(cfg, config_text(None), tmp_path_factory.mktemp("ag"))
+
+
+def _zip_folder(root: Path, dest: Path, extra: dict[str, str] = {}) -> Path:
+    with zipfile.ZipFile(dest, "w") as zf:
+        for f in sorted((root / "assignments").glob("*.py")):
+            zf.write(f, f"assignments/{f.name}")
+        for name, text in extra.items():
+            zf.writestr(name, text)
+    return dest
+
+
+def _tests_in(zip_path: Path, tmp: Path):
+    from otter.test_files import create_test_file
+    from otter.nbmeta_config import NBMetadataConfig
+    with zipfile.ZipFile(zip_path) as zf:
+        zf.extractall(tmp)
+    return {p.stem: create_test_file(str(p), NBMetadataConfig()) for p in sorted((tmp / "tests").glob("*.py"))}
+
+
+def test_zip_layout_and_test_files(autograder_zip, cfg, tmp_path):
+    names = set(zipfile.ZipFile(autograder_zip).namelist())
+    assert {"run_autograder", "setup.sh", "environment.yml", "otter_config.json",
+            f"files/{ENTRY_FILE}", "shardlab-course.toml"} <= names
+    assert any(re.fullmatch(r"shardlab-[\d.]+-py3-none-any\.whl", n) for n in names)
+    env = zipfile.ZipFile(autograder_zip).read("environment.yml").decode()
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in env and "+cpu" in env
+    tests = _tests_in(autograder_zip, tmp_path)
+    for q in questions():
+        auto = [p for p in q.parts if p.kind == "auto"]
+        tf = tests[f"q{q.number}"]
+        # one case per auto part, its points; manual parts (3 (d)) have none
+        assert [tc.name.split()[0] for tc in tf.test_cases] == [p.id for p in auto]
+        assert [tc.points for tc in tf.test_cases] == [part_points(p, cfg) for p in auto]
+        assert not any(tc.hidden for tc in tf.test_cases)   # every part has public cases
+    assert any(p.kind == "manual" for q in questions() for p in q.parts)
+
+
+def test_locate_submission_nested_and_missing(tmp_path):
+    ag = tmp_path / "autograder"
+    (ag / "source").mkdir(parents=True)
+    (ag / "source" / "shardlab-course.toml").write_text("")
+    (ag / "submission" / "tests").mkdir(parents=True)
+    assert "no assignments/" in locate_submission(ag / "submission")["error"]
+    (ag / "shardlab-submission" / "mywork" / "assignments").mkdir(parents=True)
+    handle = locate_submission(ag / "submission")
+    assert handle["root"] == str(ag / "shardlab-submission" / "mywork")
+    assert handle["report"].startswith(str(ag)) and "shardlab-submission" not in handle["report"]
+
+
+def _otter_results(autograder_zip: Path, submission: Path, out: Path) -> dict:
+    out.mkdir()
+    env = dict(os.environ, JUPYTER_PATH=str(Path(sys.prefix) / "share" / "jupyter"))  # this venv's kernel
+    proc = subprocess.run([sys.executable, "-m", "otter", "run", "-a", str(autograder_zip),
+                           "-o", str(out), "--no-logo", "-p", str(submission)],
+                          capture_output=True, text=True, timeout=OTTER_TIMEOUT, env=env, cwd=out)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return json.loads((out / "results.json").read_text())
+
+
+def _otter_parts(out: Path) -> dict[str, tuple[bool, float, str]]:
+    """part id -> (passed, points, message), from the GradingResults `otter run -p` pickles."""
+    import dill
+    with open(out / "results.pkl", "rb") as f:
+        results = dill.load(f)
+    return {r.test_case.name.split()[0]: (r.passed, r.test_case.points, r.message)
+            for tf in results.results.values() for r in tf.test_case_results}
+
+
+def _shardlab_grade(submission: Path) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "grade", "--json", str(submission)],
+                          capture_output=True, text=True, timeout=OTTER_TIMEOUT)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", ["solutions", "stubs", PARTIAL])
+def test_otter_run_matches_shardlab_grade(autograder_zip, tmp_path, which):
+    if which == PARTIAL:
+        ctx, extra = assembled(next(f for f in fixtures() if f.name == PARTIAL)), DECOYS
+    else:
+        ctx, extra = folder_of(SOLUTIONS if which == "solutions" else ASSIGNMENTS), {}
+    with ctx as root:
+        submission = _zip_folder(root, tmp_path / f"{which}.zip", extra)
+    ours = _shardlab_grade(submission)
+    results = _otter_results(autograder_zip, submission, tmp_path / "otter")
+
+    otter_q = {t["name"]: t for t in results["tests"] if "max_score" in t}
+    assert sum(t["score"] for t in otter_q.values()) == pytest.approx(ours["score"])
+    assert sum(t["max_score"] for t in otter_q.values()) == pytest.approx(ours["max_score"])
+    otter_parts = _otter_parts(tmp_path / "otter")
+    part_probe = {p.id: p.probe for q in questions() for p in q.parts}
+    for q in ours["questions"]:
+        auto = [p for p in q["parts"] if p["kind"] == "auto"]
+        test = next(t for name, t in otter_q.items() if name.startswith(f"Question {q['id']}:"))
+        assert (test["score"], test["max_score"]) == pytest.approx((q["score"], q["max_score"]))
+        for p in auto:
+            passed, points, output = otter_parts[p["id"]]
+            assert (passed, points) == (p["score"] == p["max_score"], p["max_score"]), (p["id"], output)
+            if not passed:   # our feedback is the failure message
+                assert "AssertionError: " in output
+                if part_probe[p["id"]] == "calls":   # gloo feedback may name a different rank per run
+                    assert p["feedback"] in output
+        assert not set(otter_parts) & {p["id"] for p in q["parts"] if p["kind"] == "manual"}
+    if which == "solutions":
+        assert ours["score"] == ours["max_score"] > 0
+    elif which == "stubs":
+        assert ours["score"] == 0
+    else:
+        assert 0 < ours["score"] < ours["max_score"]
