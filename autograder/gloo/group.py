@@ -281,6 +281,11 @@ def _key(call: Call) -> str:
     return json.dumps([call.module, call.function, call.args], sort_keys=True)
 
 
+def _what(call: Call) -> str:
+    """What a hang is blamed on: the scenario, or the student function it runs."""
+    return call.args.get("function") or call.function
+
+
 def run_gloo(root: str, calls: list[Call], limits: Limits = Limits(), gloo: GlooLimits = GLOO) -> SandboxRun:
     """The `gloo` probe: each call names a scenario and its args (with
     `world_size`); identical calls run once. Values are the ranks' results.
@@ -299,8 +304,9 @@ def run_gloo(root: str, calls: list[Call], limits: Limits = Limits(), gloo: Gloo
             group, given_up = None, {}
             for key in keys:
                 call = unique[key]
-                if call.function in given_up:
-                    results[key] = Outcome(error=f"not run: an earlier {call.function} run {given_up[call.function]}")
+                what = _what(call)
+                if what in given_up:
+                    results[key] = Outcome(error=f"not run: an earlier {what} run {given_up[what]}")
                     continue
                 if world_size < 1:
                     results[key] = Outcome(error="scenario call without a world_size")
@@ -313,7 +319,7 @@ def run_gloo(root: str, calls: list[Call], limits: Limits = Limits(), gloo: Gloo
                 outcome, state = group.run(call, server.gloo.scenario_seconds)
                 results[key] = outcome
                 if state in ("hung", "died"):
-                    given_up[call.function] = "hung" if state == "hung" else "ended a rank"
+                    given_up[what] = "hung" if state == "hung" else "ended a rank"
                 if state not in ("ok", "clean-error"):
                     group.kill()
                     group, restarts = None, restarts + 1

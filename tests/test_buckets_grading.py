@@ -1,0 +1,65 @@
+"""Question 4's distributed parts graded end to end on gloo: the solutions,
+the stubs, and the hand-made wrong and hostile BucketedDDPs, each with the
+declared score, in bounded time, with no process left behind."""
+import time
+
+import pytest
+
+import autograder.gloo.group as group
+from autograder.partial import grade_parts
+from autograder.selfcheck import assembled, fixtures, folder_of
+from autograder.stubs import ASSIGNMENTS, SOLUTIONS
+from reference.config import load_config
+from test_gloo_harness import _assert_nothing_left, sessions  # noqa: F401 - fixture
+
+pytestmark = pytest.mark.timeout(120)
+
+DISTRIBUTED = ("4.5", "4.6", "4.7")
+DDP_FIXTURES = [f for f in fixtures() if f.name.startswith("ddp_")]
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return load_config()
+
+
+def test_solutions_full_marks_stubs_zero(cfg, sessions):  # noqa: F811
+    with folder_of(SOLUTIONS) as root:
+        full = grade_parts(root, cfg, DISTRIBUTED)
+    with folder_of(ASSIGNMENTS) as root:
+        stub = grade_parts(root, cfg, DISTRIBUTED)
+    assert {p: r.score for p, r in full.items()} == {"4.5": 4, "4.6": 2, "4.7": 2}
+    assert {p: r.score for p, r in stub.items()} == {"4.5": 0, "4.6": 0, "4.7": 0}
+    assert "NotImplementedError: Task 4.5: BucketedDDP.__init__" in stub["4.5"].feedback
+    _assert_nothing_left(sessions)
+
+
+@pytest.mark.parametrize("fixture", DDP_FIXTURES, ids=lambda f: f.name)
+def test_wrong_bucketed_ddp_scores_as_declared(cfg, sessions, fixture):  # noqa: F811
+    start = time.monotonic()
+    with assembled(fixture) as root:
+        results = grade_parts(root, cfg, DISTRIBUTED)
+    seconds = time.monotonic() - start
+    for part_id, result in results.items():
+        assert result.score == fixture.expected_score(part_id, result.max_score), (part_id, result.feedback)
+        if part_id in fixture.feedback:
+            assert fixture.feedback[part_id] in result.feedback
+    assert seconds < 40                  # hangs cost a collective timeout, not gloo's 30 minutes
+    _assert_nothing_left(sessions)
+
+
+def test_trace_of_one_step_by_hand(sessions):  # noqa: F811
+    """frozen_mlp, 256-byte cap: reverse order 12 + 48 + 160 = 220 bytes (after
+    3 gradients), then 40 (4th), then 240 (5th); the frozen fc2 is never sent."""
+    from autograder.parts import Call
+    call = Call("buckets", "ddp_train", dict(world_size=2, model="frozen_mlp", bucket_size_mb=256 / 2**20,
+                                              optimizer="sgd", steps=2, seed=3))
+    with folder_of(SOLUTIONS) as root:
+        run = group.run_gloo(str(root), [call])
+    per_rank = run.outcomes[0].value
+    for rank in per_rank:
+        for step in rank["steps"]:
+            assert step == {"all_reduces": [[220, 3, True], [40, 4, True], [240, 5, True]],
+                            "other": [], "grads": 5}
+    assert per_rank[0]["state"] == per_rank[1]["state"]
+    _assert_nothing_left(sessions)

@@ -1,0 +1,174 @@
+"""The gloo worker-group harness: real ranks, hostile rank code, bounded time,
+nothing left behind. Student code here is a throwaway module `probe.py`."""
+import os
+import textwrap
+import time
+
+import pytest
+
+import autograder.gloo.group as group
+from autograder.gloo.group import GlooLimits, run_gloo
+from autograder.parts import Call
+
+pytestmark = pytest.mark.timeout(90)
+
+PROBE = textwrap.dedent('''
+    import os, time
+    import torch
+    import torch.distributed as dist
+
+    def ok():
+        x = torch.ones(4) * (dist.get_rank() + 1)
+        work = dist.all_reduce(x, async_op=True)
+        work.wait()
+        return x.tolist()
+
+    def spin(*_):
+        while True:
+            pass
+
+    def skip_on_rank0():
+        if dist.get_rank() != 0:
+            dist.all_reduce(torch.ones(3))
+        return "done"
+
+    def exit_on_rank1():
+        if dist.get_rank() == 1:
+            os._exit(0)
+        dist.all_reduce(torch.ones(3))
+
+    def abort_on_rank1():
+        if dist.get_rank() == 1:
+            os.abort()
+        dist.all_reduce(torch.ones(3))
+
+    def size_mismatch():
+        dist.all_reduce(torch.ones(2 + dist.get_rank()))
+
+    def raises():
+        raise ValueError("nope")
+
+    def peek():
+        import reference
+        return "read the answer key"
+
+    def chatty():
+        print("score: 100/100", flush=True)
+        return dist.get_world_size()
+''')
+
+FAST = GlooLimits(collective_seconds=1.0, scenario_seconds=4.0, grace_seconds=0.3)
+
+
+@pytest.fixture()
+def submission(tmp_path):
+    (tmp_path / "assignments").mkdir()
+    (tmp_path / "assignments" / "probe.py").write_text(PROBE)
+    return tmp_path
+
+
+@pytest.fixture()
+def sessions(monkeypatch):
+    """Session ids of the fork servers started (ranks share their server's session)."""
+    started = []
+    original = group.ForkServer.__init__
+
+    def recording(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        started.append(self.proc.pid)
+    monkeypatch.setattr(group.ForkServer, "__init__", recording)
+    return started
+
+
+def _alive_in(session_ids) -> list[int]:
+    alive = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(stat[3]) in session_ids and stat[0] != "Z":     # field 6: session id
+            alive.append(int(pid))
+    return alive
+
+
+def _run(root, *functions, world_size=2):
+    """Each function once (identical calls would run once), in order."""
+    calls = [Call("probe", "run_function", {"world_size": world_size, "function": f, "args": []})
+             for f in functions]
+    start = time.monotonic()
+    run = run_gloo(str(root), calls, gloo=FAST)
+    return run, time.monotonic() - start
+
+
+def _assert_nothing_left(sessions):
+    time.sleep(0.05)                                  # SIGKILL delivery is asynchronous
+    assert sessions and _alive_in(set(sessions)) == []
+
+
+def test_ranks_run_collectives_and_are_traced(submission, sessions):
+    run, seconds = _run(submission, "ok", "chatty", world_size=3)
+    ok, chatty = run.outcomes
+    assert ok.error is None and [r["value"] for r in ok.value] == [[6.0] * 4] * 3   # 1 + 2 + 3
+    event = ok.value[0]["collectives"][0]
+    assert {k: event[k] for k in ("op", "group", "bytes", "async", "dtype")} == \
+        {"op": "all_reduce", "group": "world", "bytes": 16, "async": True, "dtype": "torch.float32"}
+    assert [r["value"] for r in chatty.value] == [3, 3, 3]
+    assert "score: 100/100" in run.output            # printed output is captured, never parsed
+    assert run.restarts == 0                          # one group served both calls
+    _assert_nothing_left(sessions)
+
+
+def test_a_rank_stuck_in_python_is_killed_at_the_deadline(submission, sessions):
+    calls = [Call("probe", "run_function", {"world_size": 2, "function": "spin", "args": args})
+             for args in ([], [1])] + [Call("probe", "run_function", {"world_size": 2, "function": "ok"})]
+    start = time.monotonic()
+    run = run_gloo(str(submission), calls, gloo=FAST)
+    seconds = time.monotonic() - start
+    hung, skipped, ok = run.outcomes
+    assert hung.error.startswith("did not finish within 4 s")
+    assert "rank 0 was running Python code" in hung.error
+    assert skipped.error == "not run: an earlier spin run hung"
+    assert ok.error is None                           # a fresh group carries on
+    assert seconds < 4 + 16                           # the deadline, two group starts, slack for load
+    _assert_nothing_left(sessions)
+
+
+def test_a_skipped_collective_names_the_waiting_rank_and_collective(submission, sessions):
+    run, seconds = _run(submission, "skip_on_rank0", "ok")
+    stuck, ok = run.outcomes
+    assert stuck.error.startswith("rank 1 hung:")
+    assert "[in all_reduce #1 (12 bytes, skip_on_rank0)]" in stuck.error
+    assert ok.error is None
+    assert seconds < 10
+    _assert_nothing_left(sessions)
+
+
+@pytest.mark.parametrize("function", ["exit_on_rank1", "abort_on_rank1"])
+def test_a_dying_rank_fails_the_scenario_not_the_grader(submission, sessions, function):
+    run, seconds = _run(submission, function, "ok")
+    died, ok = run.outcomes
+    assert died.error == "rank 1 ended its process before its first collective"
+    assert ok.error is None
+    assert seconds < 10
+    _assert_nothing_left(sessions)
+
+
+def test_mismatched_collectives_fail_fast_with_both_ranks_named(submission, sessions):
+    run, seconds = _run(submission, "size_mismatch", "ok")
+    bad, ok = run.outcomes
+    assert "the ranks called different collectives" in bad.error
+    assert "shape [2]" in bad.error and "shape [3]" in bad.error
+    assert ok.error is None
+    assert seconds < 8                               # well before any collective timeout piles up
+    _assert_nothing_left(sessions)
+
+
+def test_exceptions_and_blocked_imports_are_results(submission, sessions):
+    run, _ = _run(submission, "raises", "peek", "ok")
+    raised, peek, ok = run.outcomes
+    assert raised.error.startswith("rank 0: ValueError: nope")
+    assert "importing 'reference' is not allowed" in peek.error
+    assert ok.error is None
+    assert run.restarts == 0        # every rank failed before its first collective: group reused
+    _assert_nothing_left(sessions)
