@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from autograder.casegen import model_shapes
-from autograder.parts import EXACT_INT, REAL, Compare, Part, function_part
+from dataclasses import dataclass
+
+from autograder.parts import EXACT_INT, REAL, Call, Case, Compare, Part, function_part
 from autograder.questions import Question
 from reference import comm4d as ref
 from reference.specs import HARDWARE
@@ -163,10 +165,54 @@ PARTS = (
                   description="bytes of each collective of one block's forward, per chip"),
 )
 
+# ---- 3.8: block_collective_bytes against a traced 2 x 2 gloo mesh ---------------
+
+MESH_SHAPES = ((8, 8, 16), (6, 12, 12), (4, 4, 8))     # (tokens, d_model, d_ff) on X = Y = 2
+
+
+def _mesh_cases(cfg, rng):
+    return [Case((Call(M, "comm4d_mesh_forward", dict(world_size=4, tokens=t, d_model=d, d_ff=f,
+                                                      x=2, y=2, seed=cfg.seed % 1000 + k)),),
+                 public=k == 0, note="a real BF16 forward on a 2 x 2 gloo mesh")
+            for k, (t, d, f) in enumerate(MESH_SHAPES)]
+
+
+def _mesh_expect(case: Case) -> list:
+    a = case.calls[0].args
+    return [ref.block_collective_bytes(a["tokens"], a["d_model"], a["d_ff"], a["x"], a["y"])]
+
+
+@dataclass(frozen=True)
+class MeshVolumes:
+    """Every rank's traced volumes equal the student's block_collective_bytes.
+    (`expected`, the reference's formula, guards the reference run itself.)"""
+
+    def problem(self, expected, got) -> str | None:
+        if not isinstance(got, list) or not got:
+            return "returned no per-rank results"
+        for r, run in enumerate(got):
+            if not (run["output_ok"] and run["axes_ok"] and run["measured"] == expected):
+                return f"rank {r}: the reference mesh run is inconsistent (a grader bug): {run}"
+            why = Compare("int_dict").problem(run["measured"], run["student"])
+            if why:     # no values: hidden cases must not reveal the volumes
+                return f"rank {r}: block_collective_bytes against the traced collectives: {why}"
+        return None
+
+    def __call__(self, expected, got) -> bool:
+        return self.problem(expected, got) is None
+
+
+REAL_RUN = Part(
+    id="3.8", title="real-run check on a 2 x 2 mesh", module=M, points=3, probe="gloo",
+    cases=_mesh_cases, expect=_mesh_expect, compare=MeshVolumes(),
+    description=("one block's BF16 forward with the layout In[B_X, D_Y] · W_in[D_X, F_Y] · "
+                 "W_out[F_Y, D_X] on a 2 x 2 gloo mesh, every collective traced per mesh axis: "
+                 "block_collective_bytes must equal the measured volumes"))
+
 FREE_RESPONSE = Part(
     id="3.7", title="(d) a smaller batch, still compute bound", module=M, points=0,
     cases=lambda cfg, rng: [], expect=lambda case: [], kind="manual",
     description="free response, graded by hand: a paragraph backed by references or equations")
 
 QUESTION = Question(number=3, module=M, title="4D communication accounting", template="comm4d.md.j2",
-                    parts=PARTS + (FREE_RESPONSE,), worked=ref.worked)
+                    parts=PARTS + (FREE_RESPONSE, REAL_RUN), worked=ref.worked)
