@@ -14,8 +14,14 @@ grader enforces a wall-clock deadline per scenario, then kills the group's
 whole process group. A scenario that fails in any way (an exception on a
 rank, a timeout, a rank that died) costs the group: the next scenario gets a
 fresh one, unless every rank failed before its first collective. After a
-hang or a dead rank, the rest of that scenario's calls are not run (they
-would only cost the same deadline again).
+hang or a dead rank, the rest of that scenario's calls (or of that student
+function's, for `run_function`) are not run: they would only cost the same
+deadline again.
+
+Adding a distributed check: write a scenario (autograder/gloo/scenarios/),
+then a Part with probe="gloo" whose cases are Call(<student module>,
+<scenario>, {"world_size": N, ...}). For other uses, drive the pieces
+directly: `ForkServer(root, limits, gloo).spawn(N).run(call, seconds)`.
 """
 from __future__ import annotations
 
@@ -42,6 +48,7 @@ class GlooLimits:
     scenario_seconds: float = 10.0      # wall clock for one scenario on all ranks, then kill
     start_seconds: float = 60.0         # fork server import + a group's rendezvous
     grace_seconds: float = 0.3          # after a rank fails, time for the others to report
+    debug: str = "DETAIL"               # TORCH_DISTRIBUTED_DEBUG: collective fingerprint checks
 
 
 GLOO = GlooLimits()
@@ -65,7 +72,9 @@ def _lines(sock: socket.socket, buffer: bytearray) -> list[dict] | None:
 
 
 class ForkServer:
-    def __init__(self, root: str, limits: Limits, gloo: GlooLimits = GLOO):
+    """`modules`: extra scenario modules to load (grading loads only autograder/gloo/scenarios/)."""
+
+    def __init__(self, root: str, limits: Limits, gloo: GlooLimits = GLOO, modules: tuple[str, ...] = ()):
         self.root, self.limits, self.gloo = os.path.abspath(root), limits, gloo
         self.output, self.printed = bytearray(), [0]
         read_fd, write_fd = os.pipe()
@@ -75,13 +84,13 @@ class ForkServer:
             pass_fds=(write_fd,), start_new_session=True, cwd=self.root,
             env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONHASHSEED": "0",
                  "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1",
-                 "TORCH_DISTRIBUTED_DEBUG": "DETAIL", "GLOO_SOCKET_IFNAME": "lo"},
+                 "TORCH_DISTRIBUTED_DEBUG": gloo.debug, "GLOO_SOCKET_IFNAME": "lo"},
         )
         os.close(write_fd)
         self.results = os.fdopen(read_fd, "rb")
         self.reader = _CappedReader(self.proc.stdout, self.output, self.printed)
         self.reader.start()
-        self.proc.stdin.write((json.dumps({"result_fd": write_fd}) + "\n").encode())
+        self.proc.stdin.write((json.dumps({"result_fd": write_fd, "modules": list(modules)}) + "\n").encode())
         self.proc.stdin.flush()
         self.ready = False
         self.groups: list[WorkerGroup] = []

@@ -7,7 +7,8 @@ after torch has started its thread pools can hang a child), then forks the
 ranks of each worker group on request, in milliseconds, sharing torch's
 pages. Protocol, all JSON lines:
 
-- stdin (parent -> server): first {"result_fd": fd}, then
+- stdin (parent -> server): first {"result_fd": fd, "modules": [extra
+  scenario modules]}, then
   {"spawn": {"world_size", "root", "socket", "store", "collective_seconds",
   "memory_bytes"}} per group.
 - result fd (server -> parent): {"ready": true}, then {"spawned": [pids]}
@@ -24,6 +25,7 @@ grader; student output goes to the server's stdout, which the parent caps.
 from __future__ import annotations
 
 import ctypes
+import importlib
 import json
 import os
 import resource
@@ -147,6 +149,8 @@ def serve() -> None:
 
     from autograder.gloo.scenarios import load_all
     load_all()
+    for extra in first.get("modules", ()):     # scenarios outside grading (the benchmark)
+        importlib.import_module(extra)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)      # the kernel reaps finished ranks
     results.write(json.dumps({"ready": True}) + "\n")
     for line in sys.stdin:

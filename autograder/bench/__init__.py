@@ -1,0 +1,1 @@
+"""Experiments shipped with the course (not graded): `shardlab bench ...`."""
