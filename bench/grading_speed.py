@@ -1,0 +1,107 @@
+"""Benchmark (not a test): grading every distributed part of question 4 for
+one submission, from process start, against `python -c "import torch"`
+measured in the same run; and the peak memory of all grading processes
+together (sum of PSS from /proc/<pid>/smaps_rollup, sampled every 20 ms).
+
+    .venv/bin/python bench/grading_speed.py [--submission DIR] [--runs 3]
+
+Targets (issue 3): wall-time ratio <= 2, peak summed PSS <= 1 GB.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+GRADE = """
+import sys
+from pathlib import Path
+from autograder.partial import grade_parts
+from autograder.questions import questions
+from reference.config import load_config
+q4 = next(q for q in questions() if q.number == 4)
+ids = [p.id for p in q4.parts if p.probe == "gloo"]
+results = grade_parts(Path(sys.argv[1]), load_config(), ids)
+print(" ".join(f"{i}={r.score:g}/{r.max_score:g}" for i, r in results.items()))
+"""
+
+
+def _pss_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _tree(root: int) -> list[int]:
+    """root and all its descendants (ranks are grandchildren: fork server -> ranks)."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            ppid = int(open(f"/proc/{name}/stat").read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(name))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def timed(cmd: list[str], sample_memory: bool = False) -> tuple[float, int, int, str]:
+    """(wall seconds, peak summed PSS in bytes, peak process count, stdout)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=REPO)
+    peak, peak_procs = 0, 0
+    while proc.poll() is None:
+        if sample_memory:
+            pids = _tree(proc.pid)
+            peak = max(peak, sum(_pss_kb(p) for p in pids) * 1024)
+            peak_procs = max(peak_procs, len(pids))
+        time.sleep(0.02)
+    seconds = time.perf_counter() - start
+    return seconds, peak, peak_procs, proc.stdout.read().decode()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--submission", default=None, help="folder holding assignments/ (default: solutions)")
+    ap.add_argument("--runs", type=int, default=3)
+    args = ap.parse_args()
+    from autograder.selfcheck import folder_of
+    from autograder.stubs import SOLUTIONS
+    source = Path(args.submission) / "assignments" if args.submission else SOLUTIONS
+    with folder_of(source) as root:
+        torch_s, grade_s, peaks, procs = [], [], [], []
+        for _ in range(args.runs):
+            torch_s.append(timed([sys.executable, "-c", "import torch"])[0])
+            seconds, peak, n, out = timed([sys.executable, "-c", GRADE, str(root)], sample_memory=True)
+            grade_s.append(seconds)
+            peaks.append(peak)
+            procs.append(n)
+    t, g = statistics.median(torch_s), statistics.median(grade_s)
+    print(f"scores: {out.strip()}")
+    print(f"python -c 'import torch': {t:.2f} s (median of {args.runs})")
+    print(f"grade question 4's distributed parts: {g:.2f} s (median of {args.runs}); "
+          f"ratio {g / t:.2f} (target <= 2)")
+    print(f"peak summed PSS of the grading processes: {max(peaks) / 1e6:.0f} MB over up to "
+          f"{max(procs)} processes (target <= 1000 MB)")
+
+
+if __name__ == "__main__":
+    main()
