@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from autograder.gloo.group import run_gloo
+from autograder.gloo.probe import run_gloo
 from autograder.parts import Case, Part
 from autograder.questions import check_points_config, part_points, questions
 from autograder.sandbox import Limits, Outcome, run_calls

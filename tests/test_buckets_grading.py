@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-import autograder.gloo.group as group
+from autograder.gloo.probe import run_gloo
 from autograder.partial import grade_parts
 from autograder.selfcheck import assembled, fixtures, folder_of
 from autograder.stubs import ASSIGNMENTS, SOLUTIONS
@@ -55,7 +55,7 @@ def test_trace_of_one_step_by_hand(sessions):  # noqa: F811
     call = Call("buckets", "ddp_train", dict(world_size=2, model="frozen_mlp", bucket_size_mb=256 / 2**20,
                                               optimizer="sgd", steps=2, seed=3))
     with folder_of(SOLUTIONS) as root:
-        run = group.run_gloo(str(root), [call])
+        run = run_gloo(str(root), [call])
     per_rank = run.outcomes[0].value
     for rank in per_rank:
         for step in rank["steps"]:

@@ -1,5 +1,5 @@
-"""The grader's side of the gloo harness: fork server, worker groups, and the
-`gloo` probe that runs named scenarios for the grading engine.
+"""The grader's side of the gloo harness: the fork server and worker groups.
+(autograder/gloo/probe.py runs them for the grading engine.)
 
 One fork server per submission (it has imported torch, nothing else runs in
 it); per world size one worker group of ranks forked from it, reused by every
@@ -12,16 +12,11 @@ checks collective fingerprints (TORCH_DISTRIBUTED_DEBUG=DETAIL turns a
 mismatched collective into an error instead of a hang or an abort), and the
 grader enforces a wall-clock deadline per scenario, then kills the group's
 whole process group. A scenario that fails in any way (an exception on a
-rank, a timeout, a rank that died) costs the group: the next scenario gets a
-fresh one, unless every rank failed before its first collective. After a
-hang or a dead rank, the rest of that scenario's calls (or of that student
-function's, for `run_function`) are not run: they would only cost the same
-deadline again.
+rank, a timeout, a rank that died) costs the group: the caller kills it and
+asks for a fresh one, unless every rank failed before its first collective.
 
-Adding a distributed check: write a scenario (autograder/gloo/scenarios/),
-then a Part with probe="gloo" whose cases are Call(<student module>,
-<scenario>, {"world_size": N, ...}). For other uses, drive the pieces
-directly: `ForkServer(root, limits, gloo).spawn(N).run(call, seconds)`.
+Use: `ForkServer(root, limits, gloo).spawn(N).run(call, seconds)`, where
+`call` names a scenario of autograder/gloo/scenarios/ and its args.
 """
 from __future__ import annotations
 
@@ -39,7 +34,7 @@ import time
 from dataclasses import dataclass
 
 from autograder.parts import Call
-from autograder.sandbox import Limits, Outcome, SandboxRun, _CappedReader, _kill_group
+from autograder.sandbox import Limits, Outcome, _CappedReader, _kill_group
 
 
 @dataclass(frozen=True)
@@ -190,7 +185,10 @@ class WorkerGroup:
                     break
                 for key, _ in events:
                     r = key.data
-                    msgs = _lines(self.socks[r], self.buffers[r])
+                    try:
+                        msgs = _lines(self.socks[r], self.buffers[r])
+                    except (ValueError, OSError):   # not our JSON: student code wrote to the socket
+                        msgs = None
                     if msgs is None:
                         got[r] = ("died", None)
                         pending.discard(r)
@@ -269,76 +267,10 @@ class WorkerGroup:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-_LIVE: set[ForkServer] = set()
-_PREPARED: dict[str, ForkServer] = {}
+_LIVE: set["ForkServer"] = set()
 
 
 @atexit.register
 def _close_all() -> None:
     for server in list(_LIVE):
         server.close()
-
-
-def prepare(root: str, limits: Limits = Limits()) -> None:
-    """Start the fork server now (it imports torch while the grader computes expectations)."""
-    key = os.path.abspath(root)
-    if key not in _PREPARED:
-        _PREPARED[key] = ForkServer(key, limits)
-
-
-def _key(call: Call) -> str:
-    return json.dumps([call.module, call.function, call.args], sort_keys=True)
-
-
-def _what(call: Call) -> str:
-    """What a hang is blamed on: the scenario, or the student function it runs."""
-    return call.args.get("function") or call.function
-
-
-def run_gloo(root: str, calls: list[Call], limits: Limits = Limits(), gloo: GlooLimits = GLOO) -> SandboxRun:
-    """The `gloo` probe: each call names a scenario and its args (with
-    `world_size`); identical calls run once. Values are the ranks' results.
-    `limits` gives the ranks' memory limit; `gloo` the timeouts."""
-    server = _PREPARED.pop(os.path.abspath(root), None) or ForkServer(root, limits, gloo)
-    unique: dict[str, Call] = {}
-    for call in calls:
-        unique.setdefault(_key(call), call)
-    by_size: dict[int, list[str]] = {}
-    for key, call in unique.items():
-        by_size.setdefault(int(call.args.get("world_size", 0)), []).append(key)
-    results: dict[str, Outcome] = {}
-    restarts = 0
-    try:
-        for world_size, keys in sorted(by_size.items()):
-            group, given_up = None, {}
-            for key in keys:
-                call = unique[key]
-                what = _what(call)
-                if what in given_up:
-                    results[key] = Outcome(error=f"not run: an earlier {what} run {given_up[what]}")
-                    continue
-                if world_size < 1:
-                    results[key] = Outcome(error="scenario call without a world_size")
-                    continue
-                try:
-                    group = group or server.spawn(world_size)
-                except GroupError as exc:
-                    results[key] = Outcome(error=str(exc))
-                    continue
-                outcome, state = group.run(call, server.gloo.scenario_seconds)
-                results[key] = outcome
-                if state in ("hung", "died"):
-                    given_up[what] = "hung" if state == "hung" else "ended a rank"
-                if state not in ("ok", "clean-error"):
-                    group.kill()
-                    group, restarts = None, restarts + 1
-            if group:
-                group.kill()
-    finally:
-        server.close()
-    return SandboxRun(outcomes=[results[_key(c)] for c in calls],
-                      output=server.output.decode("utf-8", "replace"),
-                      output_bytes=server.printed[0], restarts=restarts)
-
-
-run_gloo.prepare = prepare
