@@ -16,7 +16,9 @@ Visibility: an otter case is public when its part has at least one public
 case (its feedback already withholds hidden inputs and expected values); a
 part whose cases are all hidden becomes a hidden otter case. Manual parts
 (question 3 (d)) have no otter case: add them as a manual question in the
-Gradescope outline.
+Gradescope outline. Bonus parts are ordinary cases: otter's maximum counts
+their points, shardlab's `max_score` does not, so the Gradescope outline's
+autograder points should be shardlab's `max_score` (scores may exceed it).
 """
 from __future__ import annotations
 
@@ -64,7 +66,8 @@ def _number(x: float) -> int | float:
     return int(x) if float(x).is_integer() else float(x)
 
 
-def case_is_hidden(part, cases) -> bool:
+def is_hidden(cases) -> bool:
+    """A part is a hidden otter case only when none of its cases is public."""
     return not any(c.public for c in cases)
 
 
@@ -82,7 +85,7 @@ def test_file_source(question, cfg, plan) -> str | None:
              "from autograder.otter_runtime import check_part", "",
              f"name = {title!r}", "points = None", ""]
     for part in parts:
-        hidden = case_is_hidden(part, plan[part.id][0])
+        hidden = is_hidden(plan[part.id][0])
         fn = "part_" + re.sub(r"\W", "_", part.id)
         lines += ["",
                   f"@test_case(name={part.id + ' ' + part.title!r}, "

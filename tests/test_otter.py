@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder.otter_export import build_autograder, config_text
+from autograder.otter_export import build_autograder, config_text, is_hidden
+from autograder.parts import Case
 from autograder.otter_runtime import ENTRY_FILE, locate_submission
 from autograder.questions import part_points, questions
 from autograder.selfcheck import assembled, fixtures, folder_of
@@ -70,6 +71,8 @@ def test_zip_layout_and_test_files(autograder_zip, cfg, tmp_path):
         assert [tc.points for tc in tf.test_cases] == [part_points(p, cfg) for p in auto]
         assert not any(tc.hidden for tc in tf.test_cases)   # every part has public cases
     assert any(p.kind == "manual" for q in questions() for p in q.parts)
+    # the visibility rule: hidden only when no case of the part is public
+    assert is_hidden([Case((), False)]) and not is_hidden([Case((), False), Case((), True)])
 
 
 def test_locate_submission_nested_and_missing(tmp_path):
@@ -122,15 +125,17 @@ def test_otter_run_matches_shardlab_grade(autograder_zip, tmp_path, which):
     ours = _shardlab_grade(submission)
     results = _otter_results(autograder_zip, submission, tmp_path / "otter")
 
+    # bonus parts: shardlab's max_score leaves their points out, otter's maximum counts them
+    bonus = {q["id"]: sum(p["max_score"] for p in q["parts"] if p.get("bonus")) for q in ours["questions"]}
     otter_q = {t["name"]: t for t in results["tests"] if "max_score" in t}
     assert sum(t["score"] for t in otter_q.values()) == pytest.approx(ours["score"])
-    assert sum(t["max_score"] for t in otter_q.values()) == pytest.approx(ours["max_score"])
+    assert sum(t["max_score"] for t in otter_q.values()) == pytest.approx(ours["max_score"] + sum(bonus.values()))
     otter_parts = _otter_parts(tmp_path / "otter")
     part_probe = {p.id: p.probe for q in questions() for p in q.parts}
     for q in ours["questions"]:
         auto = [p for p in q["parts"] if p["kind"] == "auto"]
         test = next(t for name, t in otter_q.items() if name.startswith(f"Question {q['id']}:"))
-        assert (test["score"], test["max_score"]) == pytest.approx((q["score"], q["max_score"]))
+        assert (test["score"], test["max_score"]) == pytest.approx((q["score"], q["max_score"] + bonus[q["id"]]))
         for p in auto:
             passed, points, output = otter_parts[p["id"]]
             assert (passed, points) == (p["score"] == p["max_score"], p["max_score"]), (p["id"], output)
@@ -139,9 +144,5 @@ def test_otter_run_matches_shardlab_grade(autograder_zip, tmp_path, which):
                 if part_probe[p["id"]] == "calls":   # gloo feedback may name a different rank per run
                     assert p["feedback"] in output
         assert not set(otter_parts) & {p["id"] for p in q["parts"] if p["kind"] == "manual"}
-    if which == "solutions":
-        assert ours["score"] == ours["max_score"] > 0
-    elif which == "stubs":
-        assert ours["score"] == 0
-    else:
-        assert 0 < ours["score"] < ours["max_score"]
+    full = [p["score"] == p["max_score"] for q in ours["questions"] for p in q["parts"] if p["kind"] == "auto"]
+    assert {"solutions": all(full), "stubs": not any(full)}.get(which, 0 < sum(full) < len(full))
