@@ -15,7 +15,7 @@ from pathlib import Path
 
 from autograder.gloo.probe import run_gloo
 from autograder.parts import Case, Part
-from autograder.questions import check_points_config, part_points, questions
+from autograder.questions import all_parts, check_points_config, part_points, questions
 from autograder.sandbox import Limits, Outcome, run_calls
 from autograder.submission import open_submission
 
@@ -30,6 +30,7 @@ class PartResult:
     max_score: float
     feedback: str
     kind: str = "auto"
+    bonus: bool = False     # its points are not part of max_score
 
 
 @dataclass
@@ -62,16 +63,17 @@ def part_rng(cfg, part: Part) -> random.Random:
     return random.Random(f"{cfg.seed}:{part.id}")
 
 
-@lru_cache(maxsize=8)
+@lru_cache(maxsize=256)
+def _part_plan(cfg, part_id: str) -> tuple[list[Case], list[list]]:
+    """A part's cases and their expected values for this course (computed once)."""
+    part = next(p for p in all_parts() if p.id == part_id)
+    cases = part.cases(cfg, part_rng(cfg, part))
+    return cases, [part.expect(c) for c in cases]
+
+
 def _cases_and_expected(cfg) -> dict[str, tuple[list[Case], list[list]]]:
-    out = {}
-    for q in questions():
-        for part in q.parts:
-            if part.kind != "auto":
-                continue
-            cases = part.cases(cfg, part_rng(cfg, part))
-            out[part.id] = (cases, [part.expect(c) for c in cases])
-    return out
+    """Every auto part's plan: {part id: (cases, expected values)}."""
+    return {p.id: _part_plan(cfg, p.id) for p in all_parts() if p.kind == "auto"}
 
 
 def _fmt(value) -> str:
@@ -121,7 +123,7 @@ def score_part(part: Part, points: float, cases: list[Case], expected: list[list
         feedback = (f"{len(failures)} of {len(cases)} cases failed. " + " | ".join(shown)
                     + (f" | and {more} more" if more else ""))
         score = 0.0
-    return PartResult(part.id, part.title, score, points, feedback, part.kind)
+    return PartResult(part.id, part.title, score, points, feedback, part.kind, part.bonus)
 
 
 # probe name -> runner(root, calls, limits) -> SandboxRun; each runs once per submission.
@@ -152,17 +154,20 @@ def _run_probes(root: Path, plan, limits: Limits) -> tuple[dict, str, int]:
     return outcomes, "".join(output), printed
 
 
-def grade_folder(root: Path, cfg, limits: Limits = Limits(), label: str | None = None) -> Report:
-    """Grade the submission whose assignments/ folder is under `root`."""
+def grade_folder(root: Path, cfg, limits: Limits = Limits(), label: str | None = None,
+                 modules: set[str] | None = None) -> Report:
+    """Grade the submission whose assignments/ folder is under `root`; with
+    `modules`, only the questions on those student modules."""
     check_points_config(cfg)
-    for probe in {p.probe for q in questions() for p in q.parts if p.kind == "auto"}:
+    chosen = [q for q in questions() if modules is None or q.module in modules]
+    for probe in {p.probe for q in chosen for p in q.parts if p.kind == "auto"}:
         if hasattr(PROBES[probe], "prepare"):
             PROBES[probe].prepare(str(root), limits)
-    plan = _cases_and_expected(cfg)
+    plan = {p.id: _part_plan(cfg, p.id) for q in chosen for p in q.parts if p.kind == "auto"}
     outcomes_of, output, printed = _run_probes(root, plan, limits)
 
     qresults = []
-    for q in questions():
+    for q in chosen:
         presults = []
         for part in q.parts:
             points = part_points(part, cfg)
@@ -174,7 +179,7 @@ def grade_folder(root: Path, cfg, limits: Limits = Limits(), label: str | None =
             outcomes = [outcomes_of[(part.id, k)] for k in range(len(cases))]
             presults.append(score_part(part, points, cases, expected, outcomes))
         qresults.append(QuestionResult(str(q.number), q.title, sum(p.score for p in presults),
-                                       sum(p.max_score for p in presults), presults))
+                                       sum(p.max_score for p in presults if not p.bonus), presults))
     return Report(label or str(root), sum(q.score for q in qresults), sum(q.max_score for q in qresults),
                   qresults, output, printed)
 

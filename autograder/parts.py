@@ -133,6 +133,7 @@ class Part:
     kind: str = "auto"
     description: str = ""
     probe: str = "calls"    # which runner evaluates the calls (autograder.grading.PROBES)
+    bonus: bool = False     # its points come on top of the question's maximum
 
 
 def function_part(id: str, module: str, function: str, reference: Callable, points: float,

@@ -26,7 +26,8 @@ def context(cfg, solutions: bool) -> dict:
             parts=[dict(id=p.id, title=p.title, points=part_points(p, cfg), kind=p.kind,
                         description=p.description,
                         mistakes=[m.message for m in p.misconceptions]) for p in q.parts],
-            points=sum(part_points(p, cfg) for p in q.parts),
+            points=sum(part_points(p, cfg) for p in q.parts if not p.bonus),
+            bonus=sum(part_points(p, cfg) for p in q.parts if p.bonus),
         ))
     return dict(cfg=cfg, questions=qs, solutions=solutions)
 

@@ -33,6 +33,11 @@ class Fixture:
     zero: tuple[str, ...]                  # part-id patterns that must score 0
     feedback: dict[str, str]               # part id -> text its feedback must contain
 
+    @property
+    def modules(self) -> set[str]:
+        """The student modules this fixture changes: only their questions need grading."""
+        return {p.stem for p in self.folder.glob("*.py")}
+
     def expected_score(self, part_id: str, max_score: float) -> float:
         return 0.0 if any(fnmatch.fnmatch(part_id, pat) for pat in self.zero) else max_score
 
@@ -65,17 +70,20 @@ def folder_of(source: Path) -> Iterator[Path]:
         yield Path(tmp)
 
 
+def part_problems(p, fixture: Fixture | None, full: bool) -> list[str]:
+    """How one PartResult differs from the declared outcome (empty when as declared)."""
+    want = (p.max_score if full else 0.0) if fixture is None else fixture.expected_score(p.id, p.max_score)
+    problems = []
+    if p.score != want:
+        problems.append(f"{p.id}: scored {p.score:g}, declared {want:g} ({p.feedback[:160]})")
+    if fixture and p.id in fixture.feedback and fixture.feedback[p.id] not in p.feedback:
+        problems.append(f"{p.id}: feedback lacks {fixture.feedback[p.id]!r}: {p.feedback[:160]}")
+    return problems
+
+
 def mismatches(report: Report, fixture: Fixture | None, full: bool) -> list[str]:
     """What differs from the declared outcome (empty when all is as declared)."""
-    problems = []
-    for q in report.questions:
-        for p in q.parts:
-            want = (p.max_score if full else 0.0) if fixture is None else fixture.expected_score(p.id, p.max_score)
-            if p.score != want:
-                problems.append(f"{p.id}: scored {p.score:g}, declared {want:g} ({p.feedback[:160]})")
-            if fixture and p.id in fixture.feedback and fixture.feedback[p.id] not in p.feedback:
-                problems.append(f"{p.id}: feedback lacks {fixture.feedback[p.id]!r}: {p.feedback[:160]}")
-    return problems
+    return [msg for q in report.questions for p in q.parts for msg in part_problems(p, fixture, full)]
 
 
 def run_check(cfg, limits: Limits = Limits(), progress=None) -> list[tuple[str, Report, list[str]]]:
@@ -89,7 +97,7 @@ def run_check(cfg, limits: Limits = Limits(), progress=None) -> list[tuple[str, 
             progress()
     for fx in fixtures():
         with assembled(fx) as root:
-            report = grade_folder(root, cfg, limits, label=fx.name)
+            report = grade_folder(root, cfg, limits, label=fx.name, modules=fx.modules)
         rows.append((fx.name, report, mismatches(report, fx, False)))
         if progress:
             progress()

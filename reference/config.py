@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from autograder.errors import ShardlabError
-from reference.specs import HARDWARE, Hardware, ModelConfig
+from reference.specs import HARDWARE, NETWORKS, Hardware, ModelConfig, Network
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,10 @@ SCHEMA: tuple[Key, ...] = (
         "tokens (batch x sequence) one device processes, for the activation memory"),
     Key("memory", "gpu", str, "H100", "device counted in part (a)", _DEVICES),
     Key("memory", "fsdp_device", str, "TPU v5p", "device one FSDP shard must fit in part (b)", _DEVICES),
+    Key("fsdp", "device", str, "H100", "device whose FLOP/s C runs one FSDP unit's forward", _DEVICES),
+    Key("fsdp", "tokens_per_device", int, 4096, "tokens per device in the FSDP overlap question"),
+    Key("fsdp", "intra_devices", int, 8, "devices p sharding over the intra-node network"),
+    Key("fsdp", "inter_devices", int, 64, "devices p sharding over the inter-node network"),
     Key("comm4d", "device", str, "TPU v5p", "chip of the 4D mesh: its C and W_ici", _ICI_DEVICES),
     Key("comm4d", "x", int, 16, "FSDP (data) degree X"),
     Key("comm4d", "y", int, 4, "tensor-parallel degree Y"),
@@ -78,6 +82,19 @@ class BucketsConfig:
     model_bytes: int = 400_000_000
     bandwidth: float = 1e10
     call_overhead: float = 50e-6
+
+
+@dataclass(frozen=True)
+class FsdpConfig:
+    """The FSDP overlap question: one layer of the course model as the unit,
+    on `device`, over the lecture's intra-node and inter-node networks."""
+
+    device: Hardware
+    tokens_per_device: int
+    intra: Network
+    intra_devices: int
+    inter: Network
+    inter_devices: int
 
 
 @dataclass(frozen=True)
@@ -106,6 +123,7 @@ class CourseConfig:
     gpu: Hardware
     fsdp_device: Hardware
     mesh: Mesh4D
+    fsdp: FsdpConfig
     buckets: BucketsConfig = BucketsConfig()
     points: tuple[tuple[str, float], ...] = ()   # [points] overrides, (part id, points)
     source: str = "default course (reference/course.toml)"
@@ -144,6 +162,9 @@ def _parse(data: dict, source: str) -> CourseConfig:
         tokens_per_device=v("memory", "tokens_per_device"),
         gpu=HARDWARE[v("memory", "gpu")],
         fsdp_device=HARDWARE[v("memory", "fsdp_device")],
+        fsdp=FsdpConfig(HARDWARE[v("fsdp", "device")], v("fsdp", "tokens_per_device"),
+                        NETWORKS["intra-node"], v("fsdp", "intra_devices"),
+                        NETWORKS["inter-node"], v("fsdp", "inter_devices")),
         mesh=Mesh4D(HARDWARE[v("comm4d", "device")], v("comm4d", "x"), v("comm4d", "y"),
                     v("comm4d", "m_x"), v("comm4d", "m_y"), v("comm4d", "overlap")),
         buckets=BucketsConfig(v("buckets", "model_bytes"), float(v("buckets", "bandwidth")),

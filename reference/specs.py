@@ -63,3 +63,25 @@ MODELS: dict[str, ModelConfig] = {
         ModelConfig("tiny", d_model=8, d_ff=24, num_blocks=3),
     )
 }
+
+
+@dataclass(frozen=True)
+class Network:
+    """The lecture's alpha-beta model of a collective: a message of m bytes
+    among p devices costs alpha * log2(p) + m / beta seconds.
+    alpha: latency per hop (s); beta: bandwidth per device (bytes/s)."""
+
+    name: str
+    alpha: float
+    beta: float
+
+
+NETWORKS: dict[str, Network] = {
+    n.name: n
+    for n in (
+        # within one 8-GPU node: NVLink, ~450 GB/s each way per H100
+        Network("intra-node", alpha=5e-6, beta=450e9),
+        # across nodes: one 400 Gb/s InfiniBand NIC per GPU, ~50 GB/s
+        Network("inter-node", alpha=2e-5, beta=50e9),
+    )
+}

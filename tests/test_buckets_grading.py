@@ -7,7 +7,7 @@ import pytest
 
 from autograder.gloo.probe import run_gloo
 from autograder.partial import grade_parts
-from autograder.selfcheck import assembled, fixtures, folder_of
+from autograder.selfcheck import assembled, fixtures, folder_of, part_problems
 from autograder.stubs import ASSIGNMENTS, SOLUTIONS
 from reference.config import load_config
 from test_gloo_harness import _assert_nothing_left, sessions  # noqa: F401 - fixture
@@ -40,10 +40,7 @@ def test_wrong_bucketed_ddp_scores_as_declared(cfg, sessions, fixture):  # noqa:
     with assembled(fixture) as root:
         results = grade_parts(root, cfg, DISTRIBUTED)
     seconds = time.monotonic() - start
-    for part_id, result in results.items():
-        assert result.score == fixture.expected_score(part_id, result.max_score), (part_id, result.feedback)
-        if part_id in fixture.feedback:
-            assert fixture.feedback[part_id] in result.feedback
+    assert [msg for r in results.values() for msg in part_problems(r, fixture, full=False)] == []
     assert seconds < 40                  # hangs cost a collective timeout, not gloo's 30 minutes
     _assert_nothing_left(sessions)
 

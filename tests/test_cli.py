@@ -20,9 +20,11 @@ def test_grade_json(tmp_path):
     r = shardlab("grade", str(tmp_path), "--json")
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
-    assert report["score"] == report["max_score"] > 0
-    assert all({"id", "score", "max_score", "feedback"} <= set(p)
-               for q in report["questions"] for p in q["parts"])
+    parts = [p for q in report["questions"] for p in q["parts"]]
+    assert all({"id", "score", "max_score", "feedback"} <= set(p) for p in parts)
+    assert all(p["score"] == p["max_score"] for p in parts)          # every part full marks
+    bonus = sum(p["max_score"] for p in parts if p["bonus"])
+    assert report["score"] == report["max_score"] + bonus > 0
 
 
 def test_answers_json():

@@ -12,10 +12,20 @@ def test_stubs_are_in_sync():
 
 
 def _signatures(path):
-    tree = ast.parse(path.read_text())
-    return {n.name: (ast.dump(n.args) if isinstance(n, ast.FunctionDef) else "class", ast.get_docstring(n))
-            for n in ast.walk(tree)
-            if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_")}
+    """Public classes, functions and methods by qualified name (functions nested
+    inside function bodies are solution code, not interface)."""
+    out = {}
+
+    def visit(nodes, prefix):
+        for n in nodes:
+            if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_") \
+                    or isinstance(n, ast.FunctionDef) and n.name.startswith("__") and prefix:
+                is_fn = isinstance(n, ast.FunctionDef)
+                out[prefix + n.name] = (ast.dump(n.args) if is_fn else "class", ast.get_docstring(n))
+            if isinstance(n, ast.ClassDef):
+                visit(n.body, prefix + n.name + ".")
+    visit(ast.parse(path.read_text()).body, "")
+    return out
 
 
 @pytest.mark.parametrize("path", sorted(SOLUTIONS.glob("[!_]*.py")), ids=lambda p: p.name)

@@ -8,13 +8,14 @@ from dataclasses import dataclass
 import numpy as np
 
 
-def _per_rank(got, key: str) -> list | str:
+def _per_rank(got, key: str | None) -> list | str:
+    """Each rank's value of `key` (its whole result dict for key None), or a reason."""
     if not isinstance(got, list) or not got:
         return "returned no per-rank results"
     for r, value in enumerate(got):
-        if not isinstance(value, dict) or key not in value:
-            return f"rank {r} returned no {key!r}"
-    return [value[key] for value in got]
+        if not isinstance(value, dict) or (key is not None and key not in value):
+            return f"rank {r} returned no {key or 'result'!r}"
+    return [value[key] if key is not None else value for value in got]
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,28 @@ class StepCheck:
                 why = self.check(expected, step)
                 if why:
                     return f"rank {r}, step {k}: {why}"
+        return None
+
+    def __call__(self, expected, got) -> bool:
+        return self.problem(expected, got) is None
+
+
+@dataclass(frozen=True)
+class RankCheck:
+    """Applies `check(expected, rank_value) -> None | reason` to every rank's
+    `key` (or to the rank's whole result when key is None)."""
+
+    check: object
+    key: str | None = None
+
+    def problem(self, expected, got) -> str | None:
+        values = _per_rank(got, self.key)
+        if isinstance(values, str):
+            return values
+        for r, value in enumerate(values):
+            why = self.check(expected, value)
+            if why:
+                return f"rank {r}: {why}"
         return None
 
     def __call__(self, expected, got) -> bool:

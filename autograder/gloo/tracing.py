@@ -34,7 +34,8 @@ import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
 TRACED_OPS = ("all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor",
-              "reduce_scatter", "reduce_scatter_tensor", "all_to_all", "all_to_all_single",
+              "all_gather_single", "reduce_scatter", "reduce_scatter_tensor", "reduce_scatter_single",
+              "_all_gather_base", "_reduce_scatter_base", "all_to_all", "all_to_all_single",
               "gather", "scatter", "barrier", "send", "recv", "isend", "irecv")
 
 
@@ -78,6 +79,8 @@ class Tracer:
         self.failed_in: str | None = None    # the collective (or wait) that raised
         self._status = status
         self._originals: dict[tuple[Any, str], Callable] = {}
+        self._depth = 0                      # > 0 inside a traced call: torch's own nested calls
+                                             # (all_gather_into_tensor -> all_gather_single) count once
 
     # ---- phases and the backward pass ---------------------------------------
     def set_phase(self, name: str) -> None:
@@ -142,6 +145,8 @@ class Tracer:
         tracer = self
 
         def traced(*args, **kwargs):
+            if tracer._depth:
+                return fn(*args, **kwargs)
             try:
                 bound = signature.bind(*args, **kwargs).arguments
             except TypeError:
@@ -158,12 +163,14 @@ class Tracer:
             label = f"{name} #{tracer.seq} ({size:,} bytes, {tracer.phase})"
             tracer.last = label
             tracer.enter(label)
+            tracer._depth += 1
             try:
                 work = fn(*args, **kwargs)
             except BaseException:
                 tracer.failed_in = label
                 raise
             finally:
+                tracer._depth -= 1
                 tracer.leave()
             return TracedWork(work, label, tracer) if is_async and work is not None else work
 

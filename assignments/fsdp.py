@@ -1,0 +1,132 @@
+# Generated from solutions/ by `shardlab stubs`: fill in every function that
+# raises NotImplementedError. Keep the names and signatures.
+"""Question 2 — FSDP.
+
+Part A is the lecture's alpha-beta model of one FSDP unit (one layer). Part B
+is a working fully sharded data parallel wrapper for torch.distributed.
+
+Conventions: seconds, bytes, FLOP/s, bytes/s. alpha is the latency of one
+hop of a collective (s); beta is the bandwidth per device (bytes/s); C is
+FLOP/s; b is bytes per parameter on the wire (2 for BF16). log2 is base 2.
+"""
+import math
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+
+def allgather_seconds(unit_bytes: float, p: int, alpha: float, beta: float) -> float:
+    """Task 2.1. Seconds to all-gather one unit of unit_bytes bytes over p devices:
+    alpha * log2(p) + unit_bytes / beta, and 0 when p = 1.
+    """
+    raise NotImplementedError("Task 2.1: allgather_seconds")
+
+
+def forward_seconds(tokens: int, unit_params: int, flops_per_second: float) -> float:
+    """Task 2.2. Seconds of one unit's forward over `tokens` tokens: 2 FLOPs per
+    parameter per token, 2 * tokens * unit_params / flops_per_second.
+    """
+    raise NotImplementedError("Task 2.2: forward_seconds")
+
+
+def is_communication_bound(tokens: int, unit_params: int, p: int, alpha: float, beta: float,
+                           flops_per_second: float, bytes_per_param: int = 2) -> bool:
+    """Task 2.3. True when the next unit's all-gather (unit_params * bytes_per_param
+    bytes) takes at least as long as this unit's forward. Returns a bool.
+    """
+    raise NotImplementedError("Task 2.3: is_communication_bound")
+
+
+def max_devices_before_comm_bound(tokens: int, unit_params: int, alpha: float, beta: float,
+                                  flops_per_second: float, bytes_per_param: int = 2) -> float:
+    """Task 2.4. Largest real p with
+    alpha * log2(p) <= (2 * tokens / C - b / beta) * unit_params, i.e.
+    p = 2 ** (right side / alpha). Return 1.0 when the right side is <= 0 and
+    math.inf when p is past float range. Returns a float.
+    """
+    raise NotImplementedError("Task 2.4: max_devices_before_comm_bound")
+
+
+def min_tokens_to_hide_allgather(unit_params: int, p: int, alpha: float, beta: float,
+                                 flops_per_second: float, bytes_per_param: int = 2) -> float:
+    """Task 2.5. Tokens per device at which one unit's forward takes as long as
+    the next unit's all-gather: C/2 * (alpha * log2(p) / unit_params + b / beta).
+    Returns a float (tokens).
+    """
+    raise NotImplementedError("Task 2.5: min_tokens_to_hide_allgather")
+
+
+def step_comm_bytes(num_params: int, p: int, bytes_per_param: int = 2) -> float:
+    """Task 2.6. Bytes each rank receives in one training step under full
+    sharding: an all-gather in forward, an all-gather in backward and a
+    reduce-scatter of the gradients, each moving (p-1)/p of the parameters:
+    3 * (p-1)/p * num_params * bytes_per_param. Returns a float (bytes).
+    """
+    raise NotImplementedError("Task 2.6: step_comm_bytes")
+
+
+class _ShardedLinear(torch.autograd.Function):
+    """y = x W^T + b with W, b gathered on demand; backward gathers again and
+    reduce-scatters the flat gradient."""
+
+    @staticmethod
+    def forward(ctx, x, shard, unit):
+        raise NotImplementedError("_ShardedLinear.forward")
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        raise NotImplementedError("_ShardedLinear.backward")
+
+
+class _Unit:
+    """One nn.Linear's trainable parameters, flat, padded and sharded."""
+
+    def __init__(self, linear, group):
+        raise NotImplementedError("_Unit.__init__")
+
+    def start_gather(self):
+        raise NotImplementedError("_Unit.start_gather")
+
+    def full_weight_and_bias(self):
+        raise NotImplementedError("_Unit.full_weight_and_bias")
+
+    def reduce_scatter(self, grads):
+        raise NotImplementedError("_Unit.reduce_scatter")
+
+    def finish(self):
+        raise NotImplementedError("_Unit.finish")
+
+
+class FSDP(nn.Module):
+    """Task 2.7. Fully sharded data parallel: FSDP(module, process_group=None).
+
+    Every nn.Linear of `module` is one unit. Its trainable parameters are
+    flattened into one vector, right-padded to a multiple of the world size
+    p, and each rank keeps only its 1/p shard: the shards are the parameters
+    the optimizer sees (frozen parameters stay unsharded in the module).
+    Before a unit's forward its full weights are all-gathered and freed
+    after; before its backward they are all-gathered again; its gradients
+    are reduce-scattered, averaged over ranks, into the shard's .grad.
+    finish_gradient_synchronization() waits for outstanding communication;
+    full_state_dict() returns the full parameters by name (the same keys as
+    module.state_dict()). Bonus (Task 2.11): start the next unit's all-gather
+    while the current unit computes.
+    """
+
+    def __init__(self, module: nn.Module, process_group=None):
+        super().__init__()
+        raise NotImplementedError("Task 2.7: FSDP.__init__")
+
+    @staticmethod
+    def _sharded_forward(unit, nxt):
+        raise NotImplementedError("Task 2.7: FSDP._sharded_forward")
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("Task 2.7: FSDP.forward")
+
+    def finish_gradient_synchronization(self) -> None:
+        raise NotImplementedError("Task 2.7: FSDP.finish_gradient_synchronization")
+
+    def full_state_dict(self) -> dict:
+        raise NotImplementedError("Task 2.7: FSDP.full_state_dict")

@@ -1,0 +1,104 @@
+"""Question 2 — FSDP, the analytic part: the lecture's alpha-beta model of one
+FSDP unit (one layer), as an answer key. The reference implementation that
+the grader runs is in reference/fsdp_module.py.
+
+Symbols: unit_params (parameters of one unit), p (devices), alpha (latency,
+s), beta (bandwidth, bytes/s), C (FLOP/s), b (bytes per parameter on the
+wire, 2 for BF16). While unit i computes its forward, unit i+1's all-gather
+runs; it is hidden when all-gather time <= forward time.
+"""
+from __future__ import annotations
+
+import math
+
+from reference.derivation import Worked, n, sci
+
+
+def allgather_seconds(unit_bytes: float, p: int, alpha: float, beta: float) -> float:
+    """alpha * log2(p) + unit_bytes / beta; a single device gathers nothing (0)."""
+    if p == 1:
+        return 0.0
+    return alpha * math.log2(p) + unit_bytes / beta
+
+
+def forward_seconds(tokens: int, unit_params: int, flops_per_second: float) -> float:
+    """2 FLOPs per parameter per token: 2 * tokens * unit_params / C."""
+    return 2 * tokens * unit_params / flops_per_second
+
+
+def is_communication_bound(tokens: int, unit_params: int, p: int, alpha: float, beta: float,
+                           flops_per_second: float, bytes_per_param: int = 2) -> bool:
+    """The next unit's all-gather takes at least as long as this unit's forward."""
+    gather = allgather_seconds(unit_params * bytes_per_param, p, alpha, beta)
+    return gather >= forward_seconds(tokens, unit_params, flops_per_second)
+
+
+def max_devices_before_comm_bound(tokens: int, unit_params: int, alpha: float, beta: float,
+                                  flops_per_second: float, bytes_per_param: int = 2) -> float:
+    """Largest real p with alpha * log2(p) <= (2 tokens / C - b / beta) * unit_params:
+    p = 2 ** (rhs / alpha). 1.0 when rhs <= 0 (even the bandwidth term alone
+    cannot hide); math.inf past float range (or alpha = 0)."""
+    rhs = (2 * tokens / flops_per_second - bytes_per_param / beta) * unit_params
+    if rhs <= 0:
+        return 1.0
+    if alpha == 0:
+        return math.inf
+    try:
+        return 2.0 ** (rhs / alpha)
+    except OverflowError:
+        return math.inf
+
+
+def min_tokens_to_hide_allgather(unit_params: int, p: int, alpha: float, beta: float,
+                                 flops_per_second: float, bytes_per_param: int = 2) -> float:
+    """Tokens per device at which forward time equals all-gather time:
+    C/2 * (alpha * log2(p) / unit_params + b / beta)."""
+    return flops_per_second / 2 * (alpha * math.log2(p) / unit_params + bytes_per_param / beta)
+
+
+def step_comm_bytes(num_params: int, p: int, bytes_per_param: int = 2) -> float:
+    """Bytes each rank receives per step under full sharding: all-gather in
+    forward, all-gather in backward and reduce-scatter of the gradients, each
+    (p-1)/p of the parameters: 3 * (p-1)/p * num_params * b."""
+    return 3 * (p - 1) / p * num_params * bytes_per_param
+
+
+def worked(cfg) -> dict[str, Worked]:
+    """One XXL layer as the FSDP unit, on each of the course's two networks."""
+    f = cfg.fsdp
+    d, ff = cfg.model.d_model, cfg.model.d_ff
+    unit = d * ff
+    c, t, b = f.device.flops_per_second, f.tokens_per_device, 2
+    fwd = forward_seconds(t, unit, c)
+    out = {
+        "unit": Worked("parameters of one unit (one linear layer)", "D · F", f"{n(d)} · {n(ff)}",
+                       unit, f"{n(unit)} parameters ({n(unit * b)} bytes in BF16)"),
+        "forward": Worked(f"forward time of one unit on {f.device.name}", "2 · T · P_unit / C",
+                          f"2 · {n(t)} · {n(unit)} / {sci(c)}", fwd, f"{fwd * 1e3:.3f} ms"),
+    }
+    for net, p in ((f.intra, f.intra_devices), (f.inter, f.inter_devices)):
+        key = net.name.split("-")[0]
+        ag = allgather_seconds(unit * b, p, net.alpha, net.beta)
+        bound = is_communication_bound(t, unit, p, net.alpha, net.beta, c, b)
+        tokens = min_tokens_to_hide_allgather(unit, p, net.alpha, net.beta, c, b)
+        pmax = max_devices_before_comm_bound(t, unit, net.alpha, net.beta, c, b)
+        out[f"allgather_{key}"] = Worked(
+            f"all-gather of one unit, {net.name}, p = {p}", "α · log2(p) + b · P_unit / β",
+            f"{sci(net.alpha)} · log2({p}) + {b} · {n(unit)} / {sci(net.beta)}", ag,
+            f"{ag * 1e3:.3f} ms: {'communication-bound' if bound else 'hidden behind the forward'}")
+        out[f"tokens_{key}"] = Worked(
+            f"tokens per device to hide the all-gather, {net.name}, p = {p}",
+            "C/2 · (α · log2(p) / P_unit + b / β)",
+            f"{sci(c)}/2 · ({sci(net.alpha)} · log2({p}) / {n(unit)} + {b} / {sci(net.beta)})",
+            tokens, f"{tokens:,.0f} tokens per device")
+        out[f"pmax_{key}"] = Worked(
+            f"largest device count at T = {n(t)}, {net.name}", "2 ** ((2T/C − b/β) · P_unit / α)",
+            f"2 ** ((2 · {n(t)} / {sci(c)} − {b} / {sci(net.beta)}) · {n(unit)} / {sci(net.alpha)})",
+            pmax, "no limit within float range" if math.isinf(pmax) else
+            ("1: the bandwidth term alone already exceeds the forward" if pmax == 1.0 else f"{pmax:.4g} devices"))
+    num_params = 2 * unit * cfg.model.num_blocks
+    p = f.inter_devices
+    vol = step_comm_bytes(num_params, p, b)
+    out["step_bytes"] = Worked(f"bytes each rank receives per step, p = {p}", "3 · (p−1)/p · P · b",
+                               f"3 · {p - 1}/{p} · {n(num_params)} · {b}", vol, f"{vol / 1e9:,.2f} GB")
+    return out

@@ -1,0 +1,248 @@
+"""Question 2 — FSDP.
+
+Part A is the lecture's alpha-beta model of one FSDP unit (one layer). Part B
+is a working fully sharded data parallel wrapper for torch.distributed.
+
+Conventions: seconds, bytes, FLOP/s, bytes/s. alpha is the latency of one
+hop of a collective (s); beta is the bandwidth per device (bytes/s); C is
+FLOP/s; b is bytes per parameter on the wire (2 for BF16). log2 is base 2.
+"""
+import math
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+
+def allgather_seconds(unit_bytes: float, p: int, alpha: float, beta: float) -> float:
+    """Task 2.1. Seconds to all-gather one unit of unit_bytes bytes over p devices:
+    alpha * log2(p) + unit_bytes / beta, and 0 when p = 1.
+    """
+    # BEGIN SOLUTION
+    if p <= 1:
+        return 0.0
+    latency = alpha * math.log(p, 2)
+    transfer = unit_bytes / beta
+    return latency + transfer
+    # END SOLUTION
+
+
+def forward_seconds(tokens: int, unit_params: int, flops_per_second: float) -> float:
+    """Task 2.2. Seconds of one unit's forward over `tokens` tokens: 2 FLOPs per
+    parameter per token, 2 * tokens * unit_params / flops_per_second.
+    """
+    # BEGIN SOLUTION
+    flops = 2.0 * tokens * unit_params
+    return flops / flops_per_second
+    # END SOLUTION
+
+
+def is_communication_bound(tokens: int, unit_params: int, p: int, alpha: float, beta: float,
+                           flops_per_second: float, bytes_per_param: int = 2) -> bool:
+    """Task 2.3. True when the next unit's all-gather (unit_params * bytes_per_param
+    bytes) takes at least as long as this unit's forward. Returns a bool.
+    """
+    # BEGIN SOLUTION
+    comm = allgather_seconds(unit_params * bytes_per_param, p, alpha, beta)
+    compute = forward_seconds(tokens, unit_params, flops_per_second)
+    return bool(comm >= compute)
+    # END SOLUTION
+
+
+def max_devices_before_comm_bound(tokens: int, unit_params: int, alpha: float, beta: float,
+                                  flops_per_second: float, bytes_per_param: int = 2) -> float:
+    """Task 2.4. Largest real p with
+    alpha * log2(p) <= (2 * tokens / C - b / beta) * unit_params, i.e.
+    p = 2 ** (right side / alpha). Return 1.0 when the right side is <= 0 and
+    math.inf when p is past float range. Returns a float.
+    """
+    # BEGIN SOLUTION
+    slack = unit_params * (2 * tokens / flops_per_second - bytes_per_param / beta)
+    if slack <= 0:
+        return 1.0
+    exponent = slack / alpha if alpha > 0 else math.inf
+    if exponent >= 1024:          # 2**1024 overflows a double
+        return math.inf
+    return math.pow(2.0, exponent)
+    # END SOLUTION
+
+
+def min_tokens_to_hide_allgather(unit_params: int, p: int, alpha: float, beta: float,
+                                 flops_per_second: float, bytes_per_param: int = 2) -> float:
+    """Task 2.5. Tokens per device at which one unit's forward takes as long as
+    the next unit's all-gather: C/2 * (alpha * log2(p) / unit_params + b / beta).
+    Returns a float (tokens).
+    """
+    # BEGIN SOLUTION
+    per_param_seconds = alpha * math.log2(p) / unit_params + bytes_per_param / beta
+    return per_param_seconds * flops_per_second / 2
+    # END SOLUTION
+
+
+def step_comm_bytes(num_params: int, p: int, bytes_per_param: int = 2) -> float:
+    """Task 2.6. Bytes each rank receives in one training step under full
+    sharding: an all-gather in forward, an all-gather in backward and a
+    reduce-scatter of the gradients, each moving (p-1)/p of the parameters:
+    3 * (p-1)/p * num_params * bytes_per_param. Returns a float (bytes).
+    """
+    # BEGIN SOLUTION
+    one_collective = (p - 1) / p * num_params * bytes_per_param
+    return 3 * one_collective
+    # END SOLUTION
+
+
+class _ShardedLinear(torch.autograd.Function):
+    """y = x W^T + b with W, b gathered on demand; backward gathers again and
+    reduce-scatters the flat gradient."""
+
+    @staticmethod
+    def forward(ctx, x, shard, unit):
+        # BEGIN SOLUTION
+        weight, bias = unit.full_weight_and_bias()
+        ctx.save_for_backward(x)            # not the weights: they are freed
+        ctx.unit = unit
+        return nn.functional.linear(x, weight, bias)
+        # END SOLUTION
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        # BEGIN SOLUTION
+        (x,), unit = ctx.saved_tensors, ctx.unit
+        weight, _ = unit.full_weight_and_bias()                     # all-gather again
+        grad_x = grad_out @ weight
+        g2, x2 = grad_out.reshape(-1, grad_out.shape[-1]), x.reshape(-1, x.shape[-1])
+        grads = {"weight": g2.t() @ x2, "bias": g2.sum(0)}
+        unit.reduce_scatter([grads[name] for name in unit.names])
+        return grad_x, None, None
+        # END SOLUTION
+
+
+class _Unit:
+    """One nn.Linear's trainable parameters, flat, padded and sharded."""
+
+    def __init__(self, linear, group):
+        # BEGIN SOLUTION
+        self.linear, self.group = linear, group
+        self.world, self.rank = dist.get_world_size(group), dist.get_rank(group)
+        self.names = [n for n in ("weight", "bias") if getattr(linear, n) is not None
+                      and getattr(linear, n).requires_grad]
+        tensors = [getattr(linear, n).detach() for n in self.names]
+        self.shapes = [t.shape for t in tensors]
+        flat = torch.cat([t.reshape(-1) for t in tensors])
+        self.chunk = -(-flat.numel() // self.world)
+        flat = nn.functional.pad(flat, (0, self.chunk * self.world - flat.numel()))
+        self.shard = nn.Parameter(flat[self.rank * self.chunk:(self.rank + 1) * self.chunk].clone())
+        for n in self.names:
+            del linear._parameters[n]
+        self.prefetched = None
+        self.reductions = []
+        # END SOLUTION
+
+    def start_gather(self):
+        # BEGIN SOLUTION
+        if self.prefetched is None:
+            out = torch.empty(self.chunk * self.world, dtype=self.shard.dtype)
+            self.prefetched = (dist.all_gather_single(out, self.shard.detach(), group=self.group,
+                                                      async_op=True), out)
+        # END SOLUTION
+
+    def full_weight_and_bias(self):
+        # BEGIN SOLUTION
+        self.start_gather()
+        work, flat = self.prefetched
+        work.wait()
+        self.prefetched = None
+        full, offset = {}, 0
+        for name, shape in zip(self.names, self.shapes):
+            size = math.prod(shape)
+            full[name] = flat[offset:offset + size].view(shape)
+            offset += size
+        weight = full.get("weight", self.linear.weight if "weight" not in self.names else None)
+        bias = full["bias"] if "bias" in full else self.linear.bias
+        return weight, bias
+        # END SOLUTION
+
+    def reduce_scatter(self, grads):
+        # BEGIN SOLUTION
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        flat = nn.functional.pad(flat, (0, self.chunk * self.world - flat.numel()))
+        out = torch.empty(self.chunk, dtype=flat.dtype)
+        work = dist.reduce_scatter_single(out, flat, op=dist.ReduceOp.SUM, group=self.group, async_op=True)
+        self.reductions.append((work, out))
+        # END SOLUTION
+
+    def finish(self):
+        # BEGIN SOLUTION
+        for work, out in self.reductions:
+            work.wait()
+            out /= self.world
+            self.shard.grad = out if self.shard.grad is None else self.shard.grad + out
+        self.reductions = []
+        # END SOLUTION
+
+
+class FSDP(nn.Module):
+    """Task 2.7. Fully sharded data parallel: FSDP(module, process_group=None).
+
+    Every nn.Linear of `module` is one unit. Its trainable parameters are
+    flattened into one vector, right-padded to a multiple of the world size
+    p, and each rank keeps only its 1/p shard: the shards are the parameters
+    the optimizer sees (frozen parameters stay unsharded in the module).
+    Before a unit's forward its full weights are all-gathered and freed
+    after; before its backward they are all-gathered again; its gradients
+    are reduce-scattered, averaged over ranks, into the shard's .grad.
+    finish_gradient_synchronization() waits for outstanding communication;
+    full_state_dict() returns the full parameters by name (the same keys as
+    module.state_dict()). Bonus (Task 2.11): start the next unit's all-gather
+    while the current unit computes.
+    """
+
+    def __init__(self, module: nn.Module, process_group=None):
+        super().__init__()
+        # BEGIN SOLUTION
+        self.module = module
+        self.group = process_group if process_group is not None else dist.group.WORLD
+        self.keys = list(module.state_dict())
+        self.units = []
+        for linear in [m for m in module.modules() if isinstance(m, nn.Linear)]:
+            if any(p.requires_grad for p in linear.parameters(recurse=False)):
+                self.units.append(_Unit(linear, self.group))
+        self.shards = nn.ParameterList([u.shard for u in self.units])
+        for unit, nxt in zip(self.units, self.units[1:] + [None]):
+            unit.linear.forward = self._sharded_forward(unit, nxt)
+        # END SOLUTION
+
+    @staticmethod
+    def _sharded_forward(unit, nxt):
+        # BEGIN SOLUTION
+        def forward(x):
+            if nxt is not None:
+                nxt.start_gather()        # prefetch: runs while this unit computes
+            return _ShardedLinear.apply(x, unit.shard, unit)
+        return forward
+        # END SOLUTION
+
+    def forward(self, *args, **kwargs):
+        # BEGIN SOLUTION
+        return self.module(*args, **kwargs)
+        # END SOLUTION
+
+    def finish_gradient_synchronization(self) -> None:
+        # BEGIN SOLUTION
+        for unit in self.units:
+            unit.finish()
+        # END SOLUTION
+
+    def full_state_dict(self) -> dict:
+        # BEGIN SOLUTION
+        state = dict(self.module.state_dict())
+        names = {m: n for n, m in self.module.named_modules()}
+        with torch.no_grad():
+            for unit in self.units:
+                weight, bias = unit.full_weight_and_bias()
+                prefix = names[unit.linear] + "." if names[unit.linear] else ""
+                for name, tensor in (("weight", weight), ("bias", bias)):
+                    if name in unit.names:
+                        state[prefix + name] = tensor.clone()
+        return {k: state[k] for k in self.keys}
+        # END SOLUTION
