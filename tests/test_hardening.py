@@ -98,3 +98,17 @@ def test_detached_processes_do_not_survive(hostile):
     assert _ask(hostile, "detach", marker=marker) == "started"
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert marker not in ps, [line for line in ps.splitlines() if marker in line]
+
+
+def test_gloo_ranks_are_jailed_too(hostile):
+    from autograder.gloo.probe import run_gloo
+    marker = f"shardlab-detach-gloo-{os.getpid()}"
+    calls = [Call("hostile", "run_function", {"world_size": 2, "function": f, "args": a})
+             for f, a in (("whoami", []), ("interfaces", []), ("read_answer_key", []), ("detach", [marker]))]
+    run = run_gloo(hostile, calls)
+    values = [[rank["value"] for rank in out.value] for out in run.outcomes]
+    assert values[0] == [65534, 65534]
+    assert values[1] == [["lo"], ["lo"]]
+    assert values[2] == [["FileNotFoundError", "FileNotFoundError"]] * 2
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert marker not in ps

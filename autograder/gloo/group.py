@@ -32,7 +32,9 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
+from autograder import jail
 from autograder.parts import Call
 from autograder.sandbox import Limits, Outcome, _CappedReader, _kill_group
 
@@ -70,11 +72,15 @@ class ForkServer:
     """`modules`: extra scenario modules to load (grading loads only autograder/gloo/scenarios/)."""
 
     def __init__(self, root: str, limits: Limits, gloo: GlooLimits = GLOO, modules: tuple[str, ...] = ()):
-        self.root, self.limits, self.gloo = os.path.abspath(root), limits, gloo
+        self.limits, self.gloo = limits, gloo
+        self.jailed = bool(jail.launcher())
+        self.staging = tempfile.mkdtemp(prefix="shardlab-jail-") if self.jailed else None
+        # jailed ranks run as an unprivileged user: give them a copy they can read
+        self.root = str(jail.stage(root, Path(self.staging))) if self.jailed else os.path.abspath(root)
         self.output, self.printed = bytearray(), [0]
         read_fd, write_fd = os.pipe()
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-m", "autograder.gloo.worker"],
+            [*jail.launcher(), sys.executable, "-I", "-m", "autograder.gloo.worker"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             pass_fds=(write_fd,), start_new_session=True, cwd=self.root,
             env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONHASHSEED": "0",
@@ -85,7 +91,8 @@ class ForkServer:
         self.results = os.fdopen(read_fd, "rb")
         self.reader = _CappedReader(self.proc.stdout, self.output, self.printed)
         self.reader.start()
-        self.proc.stdin.write((json.dumps({"result_fd": write_fd, "modules": list(modules)}) + "\n").encode())
+        self.proc.stdin.write((json.dumps({"result_fd": write_fd, "modules": list(modules),
+                                           "jail": self.jailed}) + "\n").encode())
         self.proc.stdin.flush()
         self.ready = False
         self.groups: list[WorkerGroup] = []
@@ -119,6 +126,8 @@ class ForkServer:
             _kill_group(self.proc)
         self.reader.join(timeout=5)
         self.results.close()
+        if self.staging:
+            shutil.rmtree(self.staging, ignore_errors=True)
         _LIVE.discard(self)
 
 
@@ -137,6 +146,8 @@ class WorkerGroup:
         try:
             listener.bind(os.path.join(self.dir, "ctl.sock"))
             listener.listen(world_size)
+            if server.jailed:             # the ranks (user nobody) create the store and connect here
+                jail.hand_over(Path(self.dir), Path(self.dir) / "ctl.sock")
             spec = {"world_size": world_size, "root": server.root,
                     "socket": os.path.join(self.dir, "ctl.sock"), "store": os.path.join(self.dir, "store"),
                     "collective_seconds": server.gloo.collective_seconds,
@@ -253,10 +264,10 @@ class WorkerGroup:
 
     def kill(self) -> None:
         if self.pids:
-            for target in (lambda: os.killpg(self.pids[0], signal.SIGKILL),
-                           *[(lambda p=p: os.kill(p, signal.SIGKILL)) for p in self.pids]):
+            # the ranks report pids of their own PID namespace when jailed: translate
+            for pid in host_pids(self.server.proc.pid, self.pids):
                 try:
-                    target()
+                    os.kill(pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
             self.pids = []
@@ -265,6 +276,24 @@ class WorkerGroup:
                 s.close()
         self.socks = [None] * self.world_size
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def host_pids(session: int, ns_pids: list[int]) -> list[int]:
+    """Host pids of the processes in `session` whose innermost namespace pid
+    (the last NSpid entry; the pid itself without a PID namespace) is in ns_pids."""
+    wanted, found = set(ns_pids), []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[3]) != session:
+                    continue
+            with open(f"/proc/{pid}/status") as f:
+                nspid = next(line for line in f if line.startswith("NSpid:")).split()[1:]
+        except (OSError, StopIteration, ValueError, IndexError):
+            continue
+        if int(nspid[-1]) in wanted:
+            found.append(int(pid))
+    return found
 
 
 _LIVE: set["ForkServer"] = set()

@@ -151,6 +151,9 @@ def serve() -> None:
     load_all()
     for extra in first.get("modules", ()):     # scenarios outside grading (the benchmark)
         importlib.import_module(extra)
+    if first.get("jail"):                      # everything trusted is loaded: close the doors
+        from autograder import jail
+        jail.enter(jail.answer_key_dirs(), jail.interpreter_paths())
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)      # the kernel reaps finished ranks
     results.write(json.dumps({"ready": True}) + "\n")
     for line in sys.stdin:
