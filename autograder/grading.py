@@ -9,6 +9,7 @@ hidden ones, and the misconception when a wrong value matches a known one.
 from __future__ import annotations
 
 import random
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -63,12 +64,36 @@ def part_rng(cfg, part: Part) -> random.Random:
     return random.Random(f"{cfg.seed}:{part.id}")
 
 
+def _part(part_id: str) -> Part:
+    return next(p for p in all_parts() if p.id == part_id)
+
+
 @lru_cache(maxsize=256)
+def _part_cases(cfg, part_id: str) -> list[Case]:
+    part = _part(part_id)
+    return part.cases(cfg, part_rng(cfg, part))
+
+
+@lru_cache(maxsize=256)
+def _part_expected(cfg, part_id: str) -> list[list]:
+    return [_part(part_id).expect(c) for c in _part_cases(cfg, part_id)]
+
+
 def _part_plan(cfg, part_id: str) -> tuple[list[Case], list[list]]:
     """A part's cases and their expected values for this course (computed once)."""
-    part = next(p for p in all_parts() if p.id == part_id)
-    cases = part.cases(cfg, part_rng(cfg, part))
-    return cases, [part.expect(c) for c in cases]
+    return _part_cases(cfg, part_id), _part_expected(cfg, part_id)
+
+
+def probe_and_expect(root: Path, cfg, parts: list[Part], limits: Limits):
+    """Run the student's calls while a thread computes the expected values (the
+    probes mostly wait on their sandboxes, the reference mostly computes).
+    Returns ({part id: (cases, expected)}, outcomes, output, bytes printed)."""
+    cases = {p.id: _part_cases(cfg, p.id) for p in parts}
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        expected = pool.submit(lambda: {p.id: _part_expected(cfg, p.id) for p in parts})
+        outcomes, output, printed = _run_probes(root, {pid: (c, None) for pid, c in cases.items()}, limits)
+        plan = {pid: (c, expected.result()[pid]) for pid, c in cases.items()}
+    return plan, outcomes, output, printed
 
 
 def _cases_and_expected(cfg) -> dict[str, tuple[list[Case], list[list]]]:
@@ -155,16 +180,18 @@ def _run_probes(root: Path, plan, limits: Limits) -> tuple[dict, str, int]:
 
 
 def grade_folder(root: Path, cfg, limits: Limits = Limits(), label: str | None = None,
-                 modules: set[str] | None = None) -> Report:
+                 modules: set[str] | None = None, student_id: str | None = None) -> Report:
     """Grade the submission whose assignments/ folder is under `root`; with
-    `modules`, only the questions on those student modules."""
+    `modules`, only the questions on those student modules. With a course
+    secret, answers.toml is graded against the variant of `student_id`
+    (Gradescope's), else of the id in answers.toml (autograder/answers.py)."""
     check_points_config(cfg)
     chosen = [q for q in questions() if modules is None or q.module in modules]
     for probe in {p.probe for q in chosen for p in q.parts if p.kind == "auto"}:
         if hasattr(PROBES[probe], "prepare"):
             PROBES[probe].prepare(str(root), limits)
-    plan = {p.id: _part_plan(cfg, p.id) for q in chosen for p in q.parts if p.kind == "auto"}
-    outcomes_of, output, printed = _run_probes(root, plan, limits)
+    auto = [p for q in chosen for p in q.parts if p.kind == "auto"]
+    plan, outcomes_of, output, printed = probe_and_expect(root, cfg, auto, limits)
 
     qresults = []
     for q in chosen:
@@ -180,11 +207,15 @@ def grade_folder(root: Path, cfg, limits: Limits = Limits(), label: str | None =
             presults.append(score_part(part, points, cases, expected, outcomes))
         qresults.append(QuestionResult(str(q.number), q.title, sum(p.score for p in presults),
                                        sum(p.max_score for p in presults if not p.bonus), presults))
+    if modules is None:
+        from autograder.answers import grade_answers
+        answers = grade_answers(Path(root), cfg, student_id)
+        qresults += [answers] if answers else []
     return Report(label or str(root), sum(q.score for q in qresults), sum(q.max_score for q in qresults),
                   qresults, output, printed)
 
 
-def grade_path(path: str | Path, cfg, limits: Limits = Limits()) -> Report:
+def grade_path(path: str | Path, cfg, limits: Limits = Limits(), student_id: str | None = None) -> Report:
     """Grade a folder or zip submission."""
     with open_submission(path) as root:
-        return grade_folder(root, cfg, limits, label=str(path))
+        return grade_folder(root, cfg, limits, label=str(path), student_id=student_id)

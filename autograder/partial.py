@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from autograder.grading import PROBES, PartResult, _part_plan, _run_probes, score_part
+from autograder.grading import PROBES, PartResult, probe_and_expect, score_part
 from autograder.questions import all_parts, part_points
 from autograder.sandbox import Limits
 
@@ -15,8 +15,7 @@ def grade_parts(root: Path, cfg, part_ids, limits: Limits = Limits()) -> dict[st
     for probe in {p.probe for p in parts}:
         if hasattr(PROBES[probe], "prepare"):
             PROBES[probe].prepare(str(root), limits)
-    plan = {part.id: _part_plan(cfg, part.id) for part in parts}
-    outcomes, _, _ = _run_probes(root, plan, limits)
+    plan, outcomes, _, _ = probe_and_expect(root, cfg, parts, limits)
     return {p.id: score_part(p, part_points(p, cfg), plan[p.id][0], plan[p.id][1],
                              [outcomes[(p.id, k)] for k in range(len(plan[p.id][0]))])
             for p in parts}
