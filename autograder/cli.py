@@ -135,13 +135,20 @@ def answers(config_path, as_json):
 @config_option
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="shardlab-out",
               show_default=True, help="Output folder.")
-def build(config_path, out_dir):
-    """Render the student handout and the instructor solutions; write the otter autograder zip."""
+@click.option("--roster", type=click.Path(dir_okay=False),
+              help="CSV with columns student_id, name: one handout per student, own numbers "
+                   "(needs [course].secret).")
+def build(config_path, out_dir, roster):
+    """Handout (md, html, notebook), solutions, starter kit, otter autograder zip."""
     from autograder.otter_export import build_autograder, config_text
     from autograder.render import build as render_build
+    from autograder.variants import build_roster
     cfg = _config(config_path)
+    students = build_roster(cfg, roster, Path(out_dir)) if roster else []
     for path in render_build(cfg, Path(out_dir)):
         console.print(f"wrote {path}", highlight=False)
+    if students:
+        console.print(f"wrote {len(students)} files under {Path(out_dir) / 'students'}", highlight=False)
     console.print(f"wrote {build_autograder(cfg, config_text(config_path), Path(out_dir))}", highlight=False)
 
 

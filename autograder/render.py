@@ -6,9 +6,11 @@ from pathlib import Path
 
 import jinja2
 
+from autograder.formats import to_html
 from autograder.questions import part_points, questions
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
+BUCKETS_PNG = "bench/buckets.png"   # where `shardlab bench buckets` writes its plot by default
 
 
 def environment() -> jinja2.Environment:
@@ -17,7 +19,9 @@ def environment() -> jinja2.Environment:
                               trim_blocks=True, lstrip_blocks=True)
 
 
-def context(cfg, solutions: bool) -> dict:
+def context(cfg, solutions: bool, figures: dict | None = None, student: dict | None = None) -> dict:
+    """figures: solutions' image paths by name (None: not drawn); student:
+    {id, name, answers} for a per-student handout (autograder/variants.py)."""
     qs = []
     for q in questions():
         qs.append(dict(
@@ -29,19 +33,40 @@ def context(cfg, solutions: bool) -> dict:
             points=sum(part_points(p, cfg) for p in q.parts if not p.bonus),
             bonus=sum(part_points(p, cfg) for p in q.parts if p.bonus),
         ))
-    return dict(cfg=cfg, questions=qs, solutions=solutions)
+    return dict(cfg=cfg, questions=qs, solutions=solutions, figures=figures or {}, student=student)
 
 
-def render_markdown(cfg, solutions: bool) -> str:
+def render_markdown(cfg, solutions: bool, figures: dict | None = None, student: dict | None = None) -> str:
     name = "solutions.md.j2" if solutions else "handout.md.j2"
-    return environment().get_template(name).render(**context(cfg, solutions))
+    return environment().get_template(name).render(**context(cfg, solutions, figures, student))
+
+
+def write_handout(cfg, out: Path, student: dict | None = None) -> list[Path]:
+    """handout.md and handout.html (a per-student one with `student`)."""
+    out.mkdir(parents=True, exist_ok=True)
+    md = render_markdown(cfg, False, student=student)
+    (out / "handout.md").write_text(md, encoding="utf-8")
+    (out / "handout.html").write_text(to_html(md, cfg.assignment_name), encoding="utf-8")
+    return [out / "handout.md", out / "handout.html"]
 
 
 def build(cfg, out: Path) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
-    for solutions, name in ((False, "handout.md"), (True, "solutions.md")):
-        path = out / name
-        path.write_text(render_markdown(cfg, solutions), encoding="utf-8")
-        written.append(path)
+    """Pipeline: handout (md, html, notebook), solutions with figures (md,
+    html), starter kit zip. The bucket plot is linked when `shardlab bench
+    buckets` already wrote it into out/bench/."""
+    from autograder.figures import MEMORY_PNG, memory_breakdown_png
+    from autograder.formats import notebook_json
+    from autograder.starter import build_starter_kit, public_checks
+    written = write_handout(cfg, out)
+    md = written[0].read_text(encoding="utf-8")
+    (out / "handout.ipynb").write_text(notebook_json(cfg, md, public_checks(cfg)), encoding="utf-8")
+    written.append(out / "handout.ipynb")
+    figures = {"memory": memory_breakdown_png(cfg, out / MEMORY_PNG).name,
+               "buckets": BUCKETS_PNG if (out / BUCKETS_PNG).is_file() else None}
+    solutions = render_markdown(cfg, True, figures)
+    (out / "solutions.md").write_text(solutions, encoding="utf-8")
+    (out / "solutions.html").write_text(to_html(solutions, f"{cfg.assignment_name}: solutions"),
+                                        encoding="utf-8")
+    written += [out / "solutions.md", out / "solutions.html", out / MEMORY_PNG]
+    written.append(build_starter_kit(cfg, md, out))
     return written

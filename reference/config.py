@@ -49,6 +49,11 @@ SCHEMA: tuple[Key, ...] = (
     Key("course", "assignment", str, "Assignment 2: Memory, FSDP, 4D parallelism and DDP buckets",
         "assignment title shown on handouts"),
     Key("course", "seed", int, 20261122, "seed of the generated public and hidden test cases"),
+    Key("course", "secret", str, "",
+        "course secret that, with a student id, seeds per-student variants (`build --roster`) "
+        "and turns on grading answers.toml; empty: no variants"),
+    Key("course", "answer_points", int, 1,
+        "points per question for the handout numbers in answers.toml (only with a secret)"),
     Key("model", "name", str, "XXL", "the model's name in the handout"),
     Key("model", "d_model", int, 16384, "model width D"),
     Key("model", "d_ff", int, 53248, "FFN hidden width F"),
@@ -127,6 +132,8 @@ class CourseConfig:
     buckets: BucketsConfig = BucketsConfig()
     points: tuple[tuple[str, float], ...] = ()   # [points] overrides, (part id, points)
     source: str = "default course (reference/course.toml)"
+    secret: str = ""            # per-student variants and answers.toml grading when set
+    answer_points: int = 1
 
 
 def _parse(data: dict, source: str) -> CourseConfig:
@@ -171,6 +178,8 @@ def _parse(data: dict, source: str) -> CourseConfig:
                               v("buckets", "call_overhead_us") / 1e6),
         points=tuple(sorted(points.items())),
         source=source,
+        secret=v("course", "secret"),
+        answer_points=v("course", "answer_points"),
     )
 
 

@@ -1,0 +1,89 @@
+"""shardlab build's handouts: solutions numbers equal the reference, HTML from
+the Markdown, the notebook validates and runs against the solutions, figures."""
+import re
+import shutil
+import zipfile
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from autograder.answers import answer_sheet
+from autograder.questions import questions
+from autograder.render import BUCKETS_PNG, build
+from autograder.stubs import SOLUTIONS
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory, cfg):
+    folder = tmp_path_factory.mktemp("build")
+    (folder / BUCKETS_PNG).parent.mkdir()
+    (folder / BUCKETS_PNG).write_bytes(b"\x89PNG stand-in for the bench plot")
+    build(cfg, folder)
+    return folder
+
+
+def test_every_derivation_in_the_solutions_is_the_reference(out, cfg):
+    solutions = (out / "solutions.md").read_text()
+    worked = {w.shown: w for q in questions() if q.worked for w in q.worked(cfg).values()}
+    # each rendered derivation "= **result**" is one the reference computed, in full
+    shown = re.findall(r"^- \*\*(.+?)\*\*: (.+) = \*\*(.+)\*\*$", solutions, re.M)
+    assert len(shown) >= 25
+    for quantity, rest, result in shown:
+        w = worked[result]
+        assert (quantity, rest) == (w.quantity, f"{w.formula} = {w.substituted}")
+    # and every number a student is asked for is among them
+    for items in answer_sheet(cfg).values():
+        for w in items.values():
+            assert f"**{w.quantity}**: {w.formula} = {w.substituted} = **{w.shown}**" in solutions
+
+
+def test_known_default_answers(out):
+    # by hand: P = 2 * 16384 * 53248 * 126 = 219,848,638,464; 16P / 80e9 -> 44 H100s
+    solutions = (out / "solutions.md").read_text()
+    assert "219,848,638,464 parameters" in solutions and "44 × H100" in solutions
+
+
+def test_html_is_the_markdown(out):
+    html = (out / "handout.html").read_text()
+    assert html.startswith("<!DOCTYPE html>")
+    assert "<table>" in html and "<td>1.6</td>" in html and "<code>min_fsdp_degree</code>" in html
+    solutions = (out / "solutions.html").read_text()
+    assert '<img src="memory-breakdown.png"' in solutions and f'<img src="{BUCKETS_PNG}"' in solutions
+
+
+def test_solutions_figures_and_mistakes(out):
+    solutions = (out / "solutions.md").read_text()
+    assert (out / "memory-breakdown.png").read_bytes()[:4] == b"\x89PNG"
+    mistakes = solutions.split("## Common mistakes the grader recognises")[1]
+    assert "Task 1.2 (`training_state_bytes`): a value that matches 12 bytes/param" in mistakes
+    assert "GiB" in mistakes
+    handout = (out / "handout.md").read_text()
+    assert "Common mistakes" not in handout and "memory-breakdown.png" not in handout
+
+
+def test_no_bucket_plot_no_link(tmp_path, cfg):
+    build(cfg, tmp_path)
+    assert "bench/buckets.png" not in (tmp_path / "solutions.md").read_text()
+
+
+def test_notebook_validates_and_runs_on_the_solutions(out, tmp_path):
+    nb = nbformat.read(out / "handout.ipynb", as_version=4)
+    nbformat.validate(nb)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert any("run_checks('memory'" in c.source for c in code)
+    shutil.copytree(SOLUTIONS, tmp_path / "assignments", ignore=shutil.ignore_patterns("__pycache__"))
+    NotebookClient(nb, timeout=120, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    passed = [o.text for c in code for o in c.outputs if o.get("name") == "stdout"]
+    assert len(passed) == len(code) - 1 and all("public checks passed" in t for t in passed)
+
+
+def test_notebook_reports_a_stub(out, tmp_path):
+    from nbclient.exceptions import CellExecutionError
+    with zipfile.ZipFile(out / "starter-kit.zip") as zf:
+        zf.extractall(tmp_path)
+    nb = nbformat.read(out / "handout.ipynb", as_version=4)
+    with pytest.raises(CellExecutionError, match="Task 1.1"):
+        NotebookClient(nb, timeout=120, kernel_name="python3",
+                       resources={"metadata": {"path": str(tmp_path / "starter-kit")}}).execute()

@@ -1,0 +1,70 @@
+"""The starter kit works without the rest of the repo: its pytest fails on the
+stubs and passes on the solutions; hidden cases and reference code stay out."""
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from autograder.grading import _part_plan
+from autograder.render import build
+from autograder.stubs import SOLUTIONS
+
+
+@pytest.fixture(scope="module")
+def kit(tmp_path_factory, cfg):
+    out = tmp_path_factory.mktemp("build")
+    build(cfg, out)
+    with zipfile.ZipFile(out / "starter-kit.zip") as zf:
+        names = zf.namelist()
+        zf.extractall(out / "unpacked")
+    return out / "unpacked" / "starter-kit", names
+
+
+def kit_pytest(root):
+    # a clean interpreter in the kit's folder: the repo is not on its path
+    return subprocess.run([sys.executable, "-I", "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+                          cwd=root, capture_output=True, text=True, timeout=300)
+
+
+def test_contents(kit):
+    root, names = kit
+    assert {"starter-kit/README.md", "starter-kit/pyproject.toml", "starter-kit/assignments/memory.py",
+            "starter-kit/tests/test_q1_memory.py", "starter-kit/handout.ipynb"} <= set(names)
+    assert not any(n.split("/")[1] in ("solutions", "reference", "autograder") for n in names)
+    readme = (root / "README.md").read_text()
+    assert "pytest" in readme and "zip" in readme and "Task 4.5" in readme
+
+
+def test_only_public_cases(kit, cfg):
+    root, _ = kit
+    shipped = json.loads((root / "tests" / "public_cases.json").read_text())
+    args = [c["check"]["args"] for q in shipped.values() for c in q]
+    cases, _ = _part_plan(cfg, "1.2")
+    hidden = [c.calls[0].args for c in cases if not c.public]
+    public = [c.calls[0].args for c in cases if c.public]
+    assert all(a in args for a in public) and not any(a in args for a in hidden)
+
+
+def test_stubs_fail_solutions_pass(kit, tmp_path):
+    root, _ = kit
+    shutil.copytree(root, tmp_path / "kit")
+    stubs = kit_pytest(tmp_path / "kit")
+    assert stubs.returncode == 1 and "NotImplementedError" in stubs.stdout
+    assert " passed" not in stubs.stdout.splitlines()[-1]
+    shutil.rmtree(tmp_path / "kit" / "assignments")
+    shutil.copytree(SOLUTIONS, tmp_path / "kit" / "assignments", ignore=shutil.ignore_patterns("__pycache__"))
+    solved = kit_pytest(tmp_path / "kit")
+    assert solved.returncode == 0, solved.stdout[-2000:]
+    assert "failed" not in solved.stdout and "skipped" in solved.stdout   # gloo tasks: autograder only
+
+
+def test_a_known_mistake_is_named(kit, tmp_path):
+    root, _ = kit
+    shutil.copytree(root, tmp_path / "kit")
+    (tmp_path / "kit" / "assignments" / "memory.py").write_text(
+        "def training_state_bytes(num_params):\n    return 12 * num_params\n")
+    r = kit_pytest(tmp_path / "kit")
+    assert "matches 12 bytes/param" in r.stdout

@@ -1,0 +1,124 @@
+"""Per-student variants and answers.toml: same id same numbers, different ids
+different numbers, each student's answers grade full marks only against
+their own variant; bad roster or answers input is one line, no traceback."""
+import dataclasses
+import subprocess
+import sys
+
+import pytest
+
+from autograder.answers import answer_sheet, grade_answers, gradescope_student_id, sheet_toml
+from autograder.errors import ShardlabError
+from autograder.grading import grade_folder
+from autograder.variants import read_roster, variant_config
+from reference.specs import HARDWARE
+
+SECRET_TOML = '[course]\nsecret = "correct horse"\n'
+
+
+@pytest.fixture(scope="module")
+def secret_cfg(cfg):
+    return dataclasses.replace(cfg, secret="correct horse")
+
+
+def test_no_secret_is_the_course(cfg, tmp_path):
+    assert variant_config(cfg, "s001") is cfg
+    assert grade_answers(tmp_path, cfg) is None
+
+
+def test_variants_are_stable_distinct_and_realistic(secret_cfg):
+    a, a2, b = (variant_config(secret_cfg, s) for s in ("s001", "s001", "s002"))
+    assert a == a2 and a.model != b.model
+    assert variant_config(dataclasses.replace(secret_cfg, secret="other"), "s001").model != a.model
+    for sid in [f"s{i:03d}" for i in range(40)]:
+        v = variant_config(secret_cfg, sid)
+        m, mesh = v.model, v.mesh
+        assert m.d_model % 128 == 0 and m.d_ff % 128 == 0 and 32 <= m.num_blocks <= 160
+        assert abs(m.d_ff / m.d_model - 3.25) < 0.05
+        assert mesh.x * mesh.y in (64, 128, 256)
+        assert v.gpu in HARDWARE.values() and v.fsdp_device in HARDWARE.values()
+        assert all(w.value is not None for items in answer_sheet(v).values() for w in items.values())
+
+
+def _with_answers(tmp_path, text):
+    """A submission root holding answers.toml (grade_answers reads nothing else)."""
+    root = tmp_path / f"sub{len(list(tmp_path.iterdir()))}"
+    root.mkdir()
+    (root / "answers.toml").write_text(text)
+    return root
+
+
+def test_own_answers_full_marks_others_not(secret_cfg, tmp_path):
+    for me, other in (("s001", "s002"), ("s002", "s001")):
+        mine = sheet_toml(variant_config(secret_cfg, me), me, values=True)
+        result = grade_answers(_with_answers(tmp_path, mine), secret_cfg)
+        assert result.score == result.max_score == 4, [p.feedback for p in result.parts]
+        # the same numbers handed in under the other student's id
+        copied = mine.replace(f'student_id = "{me}"', f'student_id = "{other}"')
+        result = grade_answers(_with_answers(tmp_path, copied), secret_cfg)
+        assert result.score < 1, [p.feedback for p in result.parts]
+
+
+def test_gradescope_id_wins(secret_cfg, tmp_path):
+    mine = sheet_toml(variant_config(secret_cfg, "s001"), "s001", values=True)
+    root = _with_answers(tmp_path, mine)
+    meta = tmp_path / "submission_metadata.json"   # Gradescope's, outside the submission
+    meta.write_text('{"users": [{"name": "B", "sid": "s002", "email": "b@x.edu"}]}')
+    sid = gradescope_student_id(meta)
+    assert sid == "s002" and gradescope_student_id(tmp_path / "missing.json") is None
+    result = grade_answers(root, secret_cfg, sid)
+    assert result.score < 1 and "graded as 's002'" in result.parts[0].feedback
+
+
+def test_wrong_and_missing_numbers_named(secret_cfg, tmp_path):
+    v = variant_config(secret_cfg, "s001")
+    text = sheet_toml(v, "s001", values=True).replace(
+        f"params = {answer_sheet(v)['q1']['params'].value}", "params = 'many'")
+    result = grade_answers(_with_answers(tmp_path, text), secret_cfg)
+    q1 = result.parts[0]
+    assert q1.score < q1.max_score and "params: 'many' is not a number" in q1.feedback
+    assert all(p.score == p.max_score for p in result.parts[1:])
+
+
+def test_report_carries_answers_question(secret_cfg, submission):
+    root = submission()
+    (root / "answers.toml").write_text(sheet_toml(variant_config(secret_cfg, "s001"), "s001", values=True))
+    report = grade_folder(root, secret_cfg, modules={"buckets"})
+    assert [q.id for q in report.questions] == ["4"]      # a module subset: engine parts only
+    (root / "answers.toml").unlink()
+    result = grade_answers(root, secret_cfg)
+    assert result.score == 0 and "no answers.toml" in result.parts[0].feedback
+
+
+def test_bad_input_is_one_error(secret_cfg, tmp_path):
+    bad = tmp_path / "bad.csv"
+    for text, message in (("id,name\ns1,A\n", "columns student_id, name"),
+                          ("student_id,name\ns 1,A\n", "line 2"),
+                          ("student_id,name\ns1,A\ns1,B\n", "appears twice")):
+        bad.write_text(text)
+        with pytest.raises(ShardlabError, match=message):
+            read_roster(bad)
+    for text, message in (("student_id = [", "not valid TOML"), ("student_id = '../x'", "student id")):
+        with pytest.raises(ShardlabError, match=message):
+            grade_answers(_with_answers(tmp_path, text), secret_cfg)
+
+
+def _cli(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "autograder.cli", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=300)
+
+
+def test_build_roster_cli(tmp_path):
+    (tmp_path / "course.toml").write_text(SECRET_TOML)
+    (tmp_path / "roster.csv").write_text("student_id,name\ns001,Ada\ns002,Grace\n")
+    r = _cli("build", "--config", "course.toml", "--roster", "roster.csv", "--out", "out", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    a = (tmp_path / "out/students/s001/handout.md").read_text()
+    b = (tmp_path / "out/students/s002/handout.md").read_text()
+    assert "for **Ada** (student id `s001`)" in a and 'student_id = "s001"' in a and a != b
+    assert (tmp_path / "out/students/s002/handout.html").is_file()
+    assert (tmp_path / "out/autograder.zip").is_file()
+    for args, message in (((), "needs a course secret"), (("--config", "course.toml"), "not found")):
+        r = _cli("build", *args, "--roster", "nope.csv" if args else "roster.csv", "--out", "o2",
+                 cwd=tmp_path)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and message in r.stderr, r.stderr
