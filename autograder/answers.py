@@ -136,3 +136,17 @@ def grade_answers(root: Path, cfg, student_id: str | None = None) -> QuestionRes
             parts.append(part)
     return QuestionResult("answers", "Handout numbers for your variant", sum(p.score for p in parts),
                           sum(p.max_score for p in parts), parts)
+
+
+def otter_question(cfg):
+    """(Question, plan) for the otter export: one public test case per answers
+    part, so Gradescope shows and counts them; None without a course secret."""
+    from autograder.parts import Case, Part
+    from autograder.questions import Question
+    if not cfg.secret:
+        return None
+    parts = tuple(Part(id=f"{s[1:]}.answers", title=f"question {s[1:]} numbers (answers.toml)",
+                       module="answers", points=cfg.answer_points, cases=None, expect=None)
+                  for s in answer_sheet(cfg))
+    plan = {p.id: ([Case((), public=True)], []) for p in parts}
+    return Question("answers", "answers", "Handout numbers for your variant", "", parts), plan

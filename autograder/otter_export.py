@@ -133,15 +133,21 @@ def build_autograder(cfg, config_text: str, out: Path) -> Path:
     """Write `out/autograder.zip` for this course config; return its path."""
     from otter.generate import main as otter_generate
     from otter.utils import chdir
+    from autograder.answers import otter_question
     from autograder.grading import _cases_and_expected
 
     out.mkdir(parents=True, exist_ok=True)
     target = (out / "autograder.zip").resolve()
     plan = _cases_and_expected(cfg)
+    graded = list(questions())
+    answers = otter_question(cfg)      # with a course secret: answers.toml, per student variant
+    if answers:
+        graded.append(answers[0])
+        plan.update(answers[1])
     with tempfile.TemporaryDirectory(prefix="shardlab-otter-") as tmp:
         stage = Path(tmp)
         (stage / "tests").mkdir()
-        for q in questions():
+        for q in graded:
             source = test_file_source(q, cfg, plan)
             if source is not None:
                 (stage / "tests" / f"q{q.number}.py").write_text(source, encoding="utf-8")

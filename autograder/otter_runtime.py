@@ -76,7 +76,8 @@ def locate_submission(cwd: str | Path | None = None) -> dict:
     if root is None:
         return {"error": "shardlab: the submission holds no assignments/ folder "
                          "(zip the folder that holds assignments/ and upload that zip)"}
-    return {"root": str(root), "config": str(config), "report": str(ag_dir / REPORT_FILE)}
+    return {"root": str(root), "config": str(config), "report": str(ag_dir / REPORT_FILE),
+            "metadata": str(ag_dir / "submission_metadata.json")}   # Gradescope's: the student id
 
 
 def graded(handle: dict) -> dict:
@@ -87,7 +88,9 @@ def graded(handle: dict) -> dict:
         from autograder.errors import ShardlabError
         from reference.config import load_config
         try:
-            report = grade_path(handle["root"], load_config(handle["config"])).to_dict()
+            from autograder.answers import gradescope_student_id
+            report = grade_path(handle["root"], load_config(handle["config"]),
+                                student_id=gradescope_student_id(handle.get("metadata"))).to_dict()
         except ShardlabError as exc:
             report = {"error": str(exc)}
         except Exception as exc:   # a shardlab bug: every case says so; grade only once anyway

@@ -122,3 +122,24 @@ def test_build_roster_cli(tmp_path):
         r = _cli("build", *args, "--roster", "nope.csv" if args else "roster.csv", "--out", "o2",
                  cwd=tmp_path)
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and message in r.stderr, r.stderr
+
+
+def test_otter_export_carries_answers(secret_cfg, cfg):
+    from autograder.answers import otter_question
+    from autograder.otter_export import test_file_source
+    assert otter_question(cfg) is None                     # no secret: no extra otter cases
+    question, plan = otter_question(secret_cfg)
+    source = test_file_source(question, secret_cfg, plan)
+    compile(source, "qanswers.py", "exec")
+    for n in range(1, 5):
+        assert f"@test_case(name='{n}.answers question {n} numbers (answers.toml)', points=1, " \
+               f"hidden=False)" in source and f"check_part(shardlab_submission, '{n}.answers')" in source
+
+
+def test_otter_handle_points_at_gradescope_metadata(tmp_path):
+    from autograder.otter_runtime import CONFIG_FILE, locate_submission
+    ag = tmp_path / "autograder"
+    (ag / "source").mkdir(parents=True)
+    (ag / "source" / CONFIG_FILE).write_text(SECRET_TOML)
+    (ag / "submission" / "assignments").mkdir(parents=True)
+    assert locate_submission(ag / "submission")["metadata"] == str(ag / "submission_metadata.json")
