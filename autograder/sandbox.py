@@ -29,7 +29,7 @@ OUTPUT_CAP_BYTES = 64 * 1024
 
 @dataclass(frozen=True)
 class Limits:
-    call_seconds: float = 10.0      # one student function call
+    call_seconds: float = 5.0       # one student function call (they take microseconds)
     import_seconds: float = 60.0    # importing a student module (may import torch)
     memory_bytes: int = 4 * 2**30   # address-space limit of the worker
 
