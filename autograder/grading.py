@@ -165,17 +165,24 @@ def _run_probes(root: Path, plan, limits: Limits) -> tuple[dict, str, int]:
         for part in q.parts:
             if part.id in plan:
                 by_probe.setdefault(part.probe, []).append(part)
-    outcomes, output, printed = {}, [], 0
+    batches = {}
     for probe, parts in by_probe.items():
         calls, slices = [], {}
         for part in parts:
             for k, case in enumerate(plan[part.id][0]):
                 slices[(part.id, k)] = slice(len(calls), len(calls) + len(case.calls))
                 calls.extend(case.calls)
-        run = PROBES[probe](str(root), calls, limits)
-        outcomes.update({key: run.outcomes[s] for key, s in slices.items()})
-        output.append(run.output)
-        printed += run.output_bytes
+        batches[probe] = (calls, slices)
+    # the probes are separate sandboxes that mostly wait: run them side by side
+    with ThreadPoolExecutor(max_workers=len(batches) or 1) as pool:
+        runs = {probe: pool.submit(PROBES[probe], str(root), calls, limits)
+                for probe, (calls, _) in batches.items()}
+        outcomes, output, printed = {}, [], 0
+        for probe, (_, slices) in batches.items():
+            run = runs[probe].result()
+            outcomes.update({key: run.outcomes[s] for key, s in slices.items()})
+            output.append(run.output)
+            printed += run.output_bytes
     return outcomes, "".join(output), printed
 
 
