@@ -30,8 +30,9 @@ def memory_breakdown_png(cfg, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(7, 3.6), dpi=120)
     bars = ax.barh(list(parts), [b / GB for b in parts.values()], color=["#4c72b0"] * 4 + ["#dd8452"])
     ax.bar_label(bars, [f"{b / GB:,.1f} GB" for b in parts.values()], padding=3)
-    ax.axvline(cfg.gpu.capacity_gb, color="k", ls="--", lw=1)
-    ax.text(cfg.gpu.capacity_gb, -0.7, f" one {cfg.gpu.name} ({cfg.gpu.capacity_gb:g} GB)", fontsize=8)
+    ax.axvline(cfg.gpu.capacity_gb, color="k", ls="--", lw=1,
+               label=f"one {cfg.gpu.name} ({cfg.gpu.capacity_gb:g} GB)")
+    ax.legend(loc="lower right", fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("GB (10^9 bytes)")
     ax.set_title(f"{cfg.model.name}: training memory, {cfg.tokens_per_device:,} tokens per device")
