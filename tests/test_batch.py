@@ -1,0 +1,63 @@
+"""Batch grading: one supervised subprocess per submission, results written
+as they come, --resume, retries and error rows."""
+import csv
+import json
+import shutil
+import subprocess
+import sys
+
+from autograder import batch
+from autograder.stubs import ASSIGNMENTS, SOLUTIONS
+
+
+def test_batch_writes_gradebook_results_and_feedback_and_resumes(tmp_path):
+    (tmp_path / "good").mkdir()
+    shutil.copytree(SOLUTIONS, tmp_path / "good" / "assignments")
+    good_zip = shutil.make_archive(str(tmp_path / "alice"), "zip", tmp_path / "good")
+    shutil.copytree(ASSIGNMENTS, tmp_path / "bob" / "assignments")
+    (tmp_path / "carol").mkdir()                                   # not a submission
+    out = tmp_path / "out"
+    args = [sys.executable, "-m", "autograder.cli", "grade", good_zip, str(tmp_path / "bob"),
+            str(tmp_path / "carol"), "--jobs", "2", "--out", str(out)]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    rows = {row["submission"]: row for row in csv.DictReader((out / "gradebook.csv").open())}
+    assert set(rows) == {"alice", "bob", "carol"}
+    assert rows["alice"]["status"] == "ok" and float(rows["alice"]["total"]) >= float(rows["alice"]["max_score"])
+    assert rows["alice"]["1.3"] == "2" and rows["bob"]["1.3"] == "0"
+    assert rows["bob"]["status"] == "ok" and rows["bob"]["total"] == "0"
+    assert rows["carol"]["status"] == "error" and "holds no assignments/ folder" in rows["carol"]["error"]
+    report = json.loads((out / "results" / "alice.json").read_text())
+    assert report["score"] >= report["max_score"] > 0
+    assert "**Score:" in (out / "feedback" / "alice.md").read_text()
+    assert "Could not grade" in (out / "feedback" / "carol.md").read_text()
+
+    before = {p.name: p.stat().st_mtime_ns for p in (out / "results").iterdir()}
+    r = subprocess.run(args + ["--resume"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert {p.name: p.stat().st_mtime_ns for p in (out / "results").iterdir()} == before
+    assert len(list(csv.DictReader((out / "gradebook.csv").open()))) == 3
+
+
+def test_a_grader_that_dies_is_retried_once_then_an_error_row(tmp_path, monkeypatch):
+    attempts = {}
+
+    def flaky(path, config_path):
+        attempts[path] = attempts.get(path, 0) + 1
+        if path.endswith("dies-once") and attempts[path] == 1 or path.endswith("always-dies"):
+            return {"status": "error", "error": "the grader exited with status -9: killed", "retry": True}
+        return {"status": "ok", "score": 1.0, "max_score": 1.0, "questions": []}
+
+    monkeypatch.setattr(batch, "grade_in_subprocess", flaky)
+    paths = [str(tmp_path / n) for n in ("dies-once", "always-dies", "fine")]
+    results = batch.grade_many(paths, tmp_path / "out", None, jobs=2)
+    assert attempts == {paths[0]: 2, paths[1]: 2, paths[2]: 1}
+    assert results["dies-once"]["status"] == "ok" and results["fine"]["status"] == "ok"
+    assert results["always-dies"]["status"] == "error"
+    rows = list(csv.DictReader((tmp_path / "out" / "gradebook.csv").open()))
+    assert [r["status"] for r in sorted(rows, key=lambda r: r["submission"])] == ["error", "ok", "ok"]
+
+
+def test_clashing_names_stay_apart():
+    assert batch.submission_names(["a/sub.zip", "b/sub.zip", "c/x y.zip"]) == \
+        {"a/sub.zip": "sub", "b/sub.zip": "sub-2", "c/x y.zip": "x_y"}
