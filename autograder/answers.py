@@ -114,20 +114,23 @@ def grade_answers(root: Path, cfg, student_id: str | None = None) -> QuestionRes
     if not cfg.secret:
         return None
     path = root / ANSWERS_FILE
-    data = read_answers(path) if path.is_file() else {}
-    note = ""
-    if student_id is None:
-        sid = data.get("student_id")
-        student_id = check_student_id(sid, ANSWERS_FILE) if isinstance(sid, str) else None
-    elif data.get("student_id") not in (None, student_id):
-        note = f" (answers.toml names {data['student_id']!r}; graded as {student_id!r})"
+    note, why = "", None
+    try:   # a bad answers.toml costs these parts, not the rest of the grade
+        data = read_answers(path) if path.is_file() else {}
+        if student_id is None:
+            sid = data.get("student_id")
+            student_id = check_student_id(sid, ANSWERS_FILE) if isinstance(sid, str) else None
+        elif data.get("student_id") not in (None, student_id):
+            note = f" (answers.toml names {data['student_id']!r}; graded as {student_id!r})"
+    except ShardlabError as exc:
+        data, student_id, why = {}, None, str(exc)
     sheet = answer_sheet(variant_config(cfg, student_id)) if student_id else answer_sheet(cfg)
     parts = []
     for section, expected in sheet.items():
         number = int(section[1:])
         if student_id is None:
-            why = ("no answers.toml in the submission" if not path.is_file()
-                   else "answers.toml has no student_id")
+            why = why or ("no answers.toml in the submission" if not path.is_file()
+                          else "answers.toml has no student_id")
             parts.append(PartResult(f"{number}.answers", f"question {number} numbers (answers.toml)",
                                     0.0, cfg.answer_points, f"Not graded: {why}.", "answers"))
         else:

@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from autograder.answers import answer_sheet, grade_answers, gradescope_student_id, sheet_toml
+from autograder.answers import answer_sheet, grade_answers, gradescope_student_id, read_answers, sheet_toml
 from autograder.errors import ShardlabError
 from autograder.grading import grade_folder
-from autograder.variants import read_roster, variant_config
+from autograder.variants import check_student_id, read_roster, variant_config
 from reference.specs import HARDWARE
 
 SECRET_TOML = '[course]\nsecret = "correct horse"\n'
@@ -99,8 +99,12 @@ def test_bad_input_is_one_error(secret_cfg, tmp_path):
         with pytest.raises(ShardlabError, match=message):
             read_roster(bad)
     for text, message in (("student_id = [", "not valid TOML"), ("student_id = '../x'", "student id")):
+        root = _with_answers(tmp_path, text)
         with pytest.raises(ShardlabError, match=message):
-            grade_answers(_with_answers(tmp_path, text), secret_cfg)
+            read_answers(root / "answers.toml") if "TOML" in message else check_student_id("../x", "x")
+        # when grading, the same one line is the feedback; the rest of the grade stands
+        result = grade_answers(root, secret_cfg)
+        assert result.score == 0 and all(message in p.feedback for p in result.parts)
 
 
 def _cli(*args, cwd):
