@@ -39,7 +39,10 @@ def score_table(reports) -> Table:
                 rp = r.questions[qi].parts[pi]
                 cells.append("manual" if rp.kind == "manual" else f"{rp.score:g}/{rp.max_score:g}")
             table.add_row(f"{p.id} {p.title}", *cells)
-    table.add_row("[bold]total", *[f"[bold]{r.score:g}/{r.max_score:g}" for r in reports])
+    def total(r) -> str:
+        bonus = sum(p.score for q in r.questions for p in q.parts if p.bonus)
+        return f"[bold]{r.score - bonus:g}/{r.max_score:g}" + (f" + {bonus:g} bonus" if bonus else "")
+    table.add_row("[bold]total", *[total(r) for r in reports])
     return table
 
 
@@ -140,16 +143,19 @@ def answers(config_path, as_json):
                    "(needs [course].secret).")
 def build(config_path, out_dir, roster):
     """Handout (md, html, notebook), solutions, starter kit, otter autograder zip."""
+    _build_all(_config(config_path), config_path, Path(out_dir), roster)
+
+
+def _build_all(cfg, config_path, out: Path, roster=None) -> None:
     from autograder.otter_export import build_autograder, config_text
     from autograder.render import build as render_build
     from autograder.variants import build_roster
-    cfg = _config(config_path)
-    students = build_roster(cfg, roster, Path(out_dir)) if roster else []
-    for path in render_build(cfg, Path(out_dir)):
+    students = build_roster(cfg, roster, out) if roster else []
+    for path in render_build(cfg, out):
         console.print(f"wrote {path}", highlight=False)
     if students:
-        console.print(f"wrote {len(students)} files under {Path(out_dir) / 'students'}", highlight=False)
-    console.print(f"wrote {build_autograder(cfg, config_text(config_path), Path(out_dir))}", highlight=False)
+        console.print(f"wrote {len(students)} files under {out / 'students'}", highlight=False)
+    console.print(f"wrote {build_autograder(cfg, config_text(config_path), out)}", highlight=False)
 
 
 @cli.command()
@@ -197,12 +203,10 @@ def check(config_path):
 def demo(out_dir):
     """Build everything for the default course and grade solutions and stubs."""
     from autograder.grading import grade_folder
-    from autograder.render import build as render_build
     from autograder.selfcheck import folder_of
     from autograder.stubs import ASSIGNMENTS, SOLUTIONS
     cfg = _config(None)
-    for path in render_build(cfg, Path(out_dir)):
-        console.print(f"wrote {path}", highlight=False)
+    _build_all(cfg, None, Path(out_dir))
     reports = []
     for name, source in (("solutions", SOLUTIONS), ("stubs", ASSIGNMENTS)):
         with folder_of(source) as root:
