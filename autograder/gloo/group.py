@@ -43,7 +43,8 @@ from autograder.sandbox import Limits, Outcome, _CappedReader, _kill_group
 class GlooLimits:
     collective_seconds: float = 3.0     # gloo's own timeout for one collective (default 30 min)
     scenario_seconds: float = 10.0      # wall clock for one scenario on all ranks, then kill
-    start_seconds: float = 60.0         # fork server import + a group's rendezvous
+    start_seconds: float = 60.0         # the fork server's torch import
+    join_seconds: float = 10.0          # a group's rendezvous (normally ~0.05 s); then one retry
     grace_seconds: float = 0.3          # after a rank fails, time for the others to report
     debug: str = "DETAIL"               # TORCH_DISTRIBUTED_DEBUG: collective fingerprint checks
 
@@ -112,10 +113,19 @@ class ForkServer:
         return json.loads(line)
 
     def spawn(self, world_size: int) -> "WorkerGroup":
+        """A fresh group. Ranks start before any student code is imported, so a
+        start that fails is the harness's (a rare rendezvous stall has been
+        seen under load): it is retried once with a fresh group and store."""
         if not self.ready:
             self._reply(self.gloo.start_seconds)
             self.ready = True
-        group = WorkerGroup(self, world_size)
+        for attempt in (1, 2):
+            try:
+                group = WorkerGroup(self, world_size)
+                break
+            except GroupError:
+                if attempt == 2:
+                    raise
         self.groups.append(group)
         return group
 
@@ -163,7 +173,7 @@ class WorkerGroup:
             listener.close()
 
     def _connect(self, listener: socket.socket) -> None:
-        deadline = time.monotonic() + self.server.gloo.start_seconds
+        deadline = time.monotonic() + self.server.gloo.join_seconds
         for _ in range(self.world_size):
             listener.settimeout(max(0.01, deadline - time.monotonic()))
             conn, _ = listener.accept()
@@ -181,7 +191,8 @@ class WorkerGroup:
         msgs = self._collect(deadline, set(range(self.world_size)), "ready")
         for rank in range(self.world_size):
             if msgs.get(rank) is not True:
-                raise GroupError(f"rank {rank} did not join the process group: {msgs.get(rank)}")
+                stuck = f" (stuck in {self.where[rank]})" if self.where[rank] else ""
+                raise GroupError(f"rank {rank} did not join the process group{stuck}: {msgs.get(rank)}")
 
     def _collect(self, deadline: float, pending: set[int], want: str) -> dict[int, object]:
         """Messages of kind `want` (or 'error'/'died') from the pending ranks until the deadline."""

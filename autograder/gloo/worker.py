@@ -86,10 +86,13 @@ def _rank_main(spec: dict, rank: int) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (spec["memory_bytes"], spec["memory_bytes"]))
     channel = _Channel(spec["socket"])
     channel.send(hello=rank, pid=os.getpid())
+    channel.send(at="torch.set_num_threads")
     torch.set_num_threads(1)
+    channel.send(at="the gloo rendezvous (init_process_group)")
     store = dist.FileStore(spec["store"], spec["world_size"])
     dist.init_process_group("gloo", store=store, rank=rank, world_size=spec["world_size"],
                             timeout=timedelta(seconds=spec["collective_seconds"]))
+    channel.send(at=None)
     tracer = Tracer(status=lambda label: channel.send(at=label))
     tracer.install()
     _forget_grader_modules()
