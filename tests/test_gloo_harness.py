@@ -173,3 +173,18 @@ def test_exceptions_and_blocked_imports_are_results(submission, sessions):
     assert ok.error is None
     assert run.restarts == 0        # every rank failed before its first collective: group reused
     _assert_nothing_left(sessions)
+
+
+def test_a_stalled_group_start_is_retried_once(submission, sessions, monkeypatch):
+    """A rank start that fails (before any student code) costs one retry, not the scenario."""
+    real_init, attempts = group.WorkerGroup.__init__, []
+
+    def flaky_init(self, server, world_size):
+        attempts.append(world_size)
+        if len(attempts) == 1:
+            raise group.GroupError("rank 0 did not join the process group (stuck in the gloo rendezvous)")
+        real_init(self, server, world_size)
+    monkeypatch.setattr(group.WorkerGroup, "__init__", flaky_init)
+    run, _ = _run(submission, "ok")
+    assert run.outcomes[0].error is None and attempts == [2, 2]
+    _assert_nothing_left(sessions)
