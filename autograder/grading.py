@@ -96,11 +96,6 @@ def probe_and_expect(root: Path, cfg, parts: list[Part], limits: Limits):
     return plan, outcomes, output, printed
 
 
-def _cases_and_expected(cfg) -> dict[str, tuple[list[Case], list[list]]]:
-    """Every auto part's plan: {part id: (cases, expected values)}."""
-    return {p.id: _part_plan(cfg, p.id) for p in all_parts() if p.kind == "auto"}
-
-
 def _fmt(value) -> str:
     return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else repr(value)
 
