@@ -84,18 +84,6 @@ def _part_plan(cfg, part_id: str) -> tuple[list[Case], list[list]]:
     return _part_cases(cfg, part_id), _part_expected(cfg, part_id)
 
 
-def probe_and_expect(root: Path, cfg, parts: list[Part], limits: Limits):
-    """Run the student's calls while a thread computes the expected values (the
-    probes mostly wait on their sandboxes, the reference mostly computes).
-    Returns ({part id: (cases, expected)}, outcomes, output, bytes printed)."""
-    cases = {p.id: _part_cases(cfg, p.id) for p in parts}
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        expected = pool.submit(lambda: {p.id: _part_expected(cfg, p.id) for p in parts})
-        outcomes, output, printed = _run_probes(root, {pid: (c, None) for pid, c in cases.items()}, limits)
-        plan = {pid: (c, expected.result()[pid]) for pid, c in cases.items()}
-    return plan, outcomes, output, printed
-
-
 def _fmt(value) -> str:
     return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else repr(value)
 
@@ -152,19 +140,19 @@ def score_part(part: Part, points: float, cases: list[Case], expected: list[list
 PROBES = {"calls": run_calls, "gloo": run_gloo}
 
 
-def _run_probes(root: Path, plan, limits: Limits) -> tuple[dict, str, int]:
-    """Run every part's calls, one batch per probe. Returns
+def _run_probes(root: Path, cases: dict[str, list[Case]], limits: Limits) -> tuple[dict, str, int]:
+    """Run every part's calls (cases by part id), one batch per probe. Returns
     ({(part id, case index): [Outcome]}, student output, bytes printed)."""
     by_probe: dict[str, list] = {}
     for q in questions():
         for part in q.parts:
-            if part.id in plan:
+            if part.id in cases:
                 by_probe.setdefault(part.probe, []).append(part)
     batches = {}
     for probe, parts in by_probe.items():
         calls, slices = [], {}
         for part in parts:
-            for k, case in enumerate(plan[part.id][0]):
+            for k, case in enumerate(cases[part.id]):
                 slices[(part.id, k)] = slice(len(calls), len(calls) + len(case.calls))
                 calls.extend(case.calls)
         batches[probe] = (calls, slices)
@@ -181,6 +169,26 @@ def _run_probes(root: Path, plan, limits: Limits) -> tuple[dict, str, int]:
     return outcomes, "".join(output), printed
 
 
+def grade_parts(root: Path, cfg, parts: list[Part], limits: Limits = Limits()):
+    """Grade some auto parts of one submission. The probes' slow start-up
+    (`prepare`: the gloo fork server importing torch) begins first; the
+    student's calls then run while a thread computes the expected values (the
+    probes mostly wait on their sandboxes, the reference mostly computes).
+    Returns ({part id: PartResult}, student output, bytes printed)."""
+    for probe in {p.probe for p in parts}:
+        if hasattr(PROBES[probe], "prepare"):
+            PROBES[probe].prepare(str(root), limits)
+    cases = {p.id: _part_cases(cfg, p.id) for p in parts}
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        expected = pool.submit(lambda: {p.id: _part_expected(cfg, p.id) for p in parts})
+        outcomes, output, printed = _run_probes(root, cases, limits)
+        expected = expected.result()
+    results = {p.id: score_part(p, part_points(p, cfg), cases[p.id], expected[p.id],
+                                [outcomes[(p.id, k)] for k in range(len(cases[p.id]))])
+               for p in parts}
+    return results, output, printed
+
+
 def grade_folder(root: Path, cfg, limits: Limits = Limits(), label: str | None = None,
                  modules: set[str] | None = None, student_id: str | None = None) -> Report:
     """Grade the submission whose assignments/ folder is under `root`; with
@@ -189,24 +197,13 @@ def grade_folder(root: Path, cfg, limits: Limits = Limits(), label: str | None =
     (Gradescope's), else of the id in answers.toml (autograder/answers.py)."""
     check_points_config(cfg)
     chosen = [q for q in questions() if modules is None or q.module in modules]
-    for probe in {p.probe for q in chosen for p in q.parts if p.kind == "auto"}:
-        if hasattr(PROBES[probe], "prepare"):
-            PROBES[probe].prepare(str(root), limits)
-    auto = [p for q in chosen for p in q.parts if p.kind == "auto"]
-    plan, outcomes_of, output, printed = probe_and_expect(root, cfg, auto, limits)
-
+    graded, output, printed = grade_parts(root, cfg, [p for q in chosen for p in q.parts if p.kind == "auto"],
+                                          limits)
     qresults = []
     for q in chosen:
-        presults = []
-        for part in q.parts:
-            points = part_points(part, cfg)
-            if part.kind != "auto":
-                presults.append(PartResult(part.id, part.title, 0.0, 0.0,
-                                           "Graded by hand (manual question).", part.kind))
-                continue
-            cases, expected = plan[part.id]
-            outcomes = [outcomes_of[(part.id, k)] for k in range(len(cases))]
-            presults.append(score_part(part, points, cases, expected, outcomes))
+        presults = [graded[part.id] if part.kind == "auto" else
+                    PartResult(part.id, part.title, 0.0, 0.0, "Graded by hand (manual question).", part.kind)
+                    for part in q.parts]
         qresults.append(QuestionResult(str(q.number), q.title, sum(p.score for p in presults),
                                        sum(p.max_score for p in presults if not p.bonus), presults))
     if modules is None:

@@ -66,6 +66,13 @@ class _CappedReader(threading.Thread):
                 self.sink.extend(chunk[:room])
 
 
+def worker_env(**extra: str) -> dict[str, str]:
+    """The whole environment of a process that runs student code: nothing of
+    the grader's leaks in (tokens, paths), hashing and threads are fixed."""
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONHASHSEED": "0",
+            "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", **extra}
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -110,8 +117,7 @@ def _one_worker(root, calls, pending, outcomes, limits, output, printed) -> None
         [*jail.launcher(), sys.executable, "-I", "-u", "-m", "autograder.sandbox_worker"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         pass_fds=(write_fd,), start_new_session=True, cwd=root,
-        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONHASHSEED": "0",
-             "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"},
+        env=worker_env(),
     )
     os.close(write_fd)
     reader = _CappedReader(proc.stdout, output, printed)

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from autograder import jail
 from autograder.parts import Call
-from autograder.sandbox import Limits, Outcome, _CappedReader, _kill_group
+from autograder.sandbox import Limits, Outcome, _CappedReader, _kill_group, worker_env
 
 
 @dataclass(frozen=True)
@@ -84,9 +84,7 @@ class ForkServer:
             [*jail.launcher(), sys.executable, "-I", "-m", "autograder.gloo.worker"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             pass_fds=(write_fd,), start_new_session=True, cwd=self.root,
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONHASHSEED": "0",
-                 "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1",
-                 "TORCH_DISTRIBUTED_DEBUG": gloo.debug, "GLOO_SOCKET_IFNAME": "lo"},
+            env=worker_env(TORCH_DISTRIBUTED_DEBUG=gloo.debug, GLOO_SOCKET_IFNAME="lo"),
         )
         os.close(write_fd)
         self.results = os.fdopen(read_fd, "rb")
