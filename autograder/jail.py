@@ -154,3 +154,41 @@ def hand_over(folder: Path, *files: Path) -> None:
     os.chown(folder, user.pw_uid, user.pw_gid)
     for f in files:
         os.chown(f, user.pw_uid, user.pw_gid)
+
+
+# ---- the walls this machine offers (interface used by the grading policy) ----
+from dataclasses import dataclass as _dataclass
+
+
+@_dataclass(frozen=True)
+class Walls:
+    """What isolation this machine gives student code, probed once per process.
+
+    `namespaces`: user/pid/mount/net/ipc namespaces and a private root
+    (root, or unprivileged user namespaces); `cgroup`: a cgroup per sandbox
+    (memory, pids, cpu; killed as a whole). `missing` has one line per wall
+    that is absent, saying why. `full` is every wall up."""
+
+    namespaces: bool
+    cgroup: bool
+    missing: tuple[str, ...] = ()
+
+    @property
+    def full(self) -> bool:
+        return self.namespaces and self.cgroup and not self.missing
+
+    def describe(self) -> str:
+        if self.full:
+            return "full walls: own namespaces and private root, unprivileged, own cgroup"
+        return "lighter walls (" + "; ".join(self.missing) + ")"
+
+
+@lru_cache(maxsize=1)
+def walls() -> Walls:
+    """Probed once per process. (Placeholder until the allow-list jail lands:
+    reports the old root-only jail.)"""
+    missing = []
+    if not available():
+        missing.append("no namespaces: the grader is not root or unshare is missing")
+    missing.append("no per-sandbox cgroup yet")
+    return Walls(namespaces=available(), cgroup=False, missing=tuple(missing))
