@@ -265,7 +265,12 @@ def confine(submission: str | None, keep: tuple[int, ...], namespaces: bool) -> 
         return
     as_root = os.geteuid() == 0
     alive_r, alive_w = os.pipe()       # closed when the caller dies: PID 1 checks it once
+    parent = os.getppid()
     _enter_namespaces(as_root)
+    # the caller dies with whoever started it (set after unshare, which may clear it)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "parent-death signal")
+    if os.getppid() != parent:
+        os._exit(137)
     # open everything the root needs in the new mount namespace (a bind source
     # must belong to it), before the tmpfs over /tmp hides what lies there
     sources = {p: os.open(str(p), os.O_PATH | os.O_NOFOLLOW) for p in allowed_paths() if not os.path.islink(p)}
@@ -537,5 +542,11 @@ def walls() -> Walls:
 def stage(root: str | Path, into: Path) -> Path:
     """A copy of the submission's assignments/ that the sandbox can read
     (autograder/staging.py: never follows links)."""
-    from autograder.staging import stage as stage_without_links
+    try:
+        from autograder.staging import stage as stage_without_links
+    except ImportError:                     # TEMPORARY until staging.py lands
+        import shutil
+        shutil.copytree(Path(root) / "assignments", into / "assignments", symlinks=True)
+        os.chmod(into, 0o755)
+        return into
     return stage_without_links(Path(root), into)

@@ -85,16 +85,18 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}{': ' + text[:300] if text else ''}{where}"
 
 
-def lock_down(request: dict) -> None:
+def lock_down(request: dict) -> str:
     """Everything between the trusted imports and the first student import:
-    the jail (when started inside namespaces), rlimits, import blocking."""
-    if request.get("jail"):
-        from autograder import jail
-        jail.enter(jail.answer_key_dirs(), jail.interpreter_paths())
+    the walls (autograder/jail.py), rlimits, import blocking. Returns where
+    the submission is seen from inside."""
+    from autograder import jail
+    jail.confine(request["root"], keep=(0, 1, 2, request["result_fd"]), namespaces=request["namespaces"])
     if request.get("memory_bytes"):
         limit = request["memory_bytes"]
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     sys.meta_path.insert(0, _BlockAnswerKey())
+    return jail.SUBMISSION if request["namespaces"] else request["root"]
 
 
 def main() -> None:
@@ -104,8 +106,7 @@ def main() -> None:
     def send(**msg):
         results.write(json.dumps(msg) + "\n")
 
-    lock_down(request)
-    _load_package(request["root"])
+    _load_package(lock_down(request))
 
     failed_modules: dict[str, str] = {}
     for i, call in enumerate(request["calls"]):

@@ -34,9 +34,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder import jail
 from autograder.parts import Call
-from autograder.sandbox import Limits, Outcome, _CappedReader, _kill_group, worker_env
+from autograder.sandbox import Limits, Outcome, Sandbox, _CappedReader, _kill_group, worker_env
 
 
 @dataclass(frozen=True)
@@ -50,6 +49,7 @@ class GlooLimits:
 
 
 GLOO = GlooLimits()
+MAX_LINE_BYTES = 64 << 20      # one result line from a trusted rank (a few MB of weights at most)
 # what gloo and torch's monitored barrier say when a collective times out
 TIMEOUT_MARKS = ("Timed out", "timed out", "monitoredBarrier")
 
@@ -64,6 +64,8 @@ def _lines(sock: socket.socket, buffer: bytearray) -> list[dict] | None:
     if not chunk:
         return None
     buffer.extend(chunk)
+    if len(buffer) > MAX_LINE_BYTES and b"\n" not in buffer:
+        raise ValueError("a line over the cap")
     *lines, rest = bytes(buffer).split(b"\n")
     buffer[:] = rest
     return [json.loads(line) for line in lines if line]
@@ -74,24 +76,22 @@ class ForkServer:
 
     def __init__(self, root: str, limits: Limits, gloo: GlooLimits = GLOO, modules: tuple[str, ...] = ()):
         self.limits, self.gloo = limits, gloo
-        self.jailed = bool(jail.launcher())
-        self.staging = tempfile.mkdtemp(prefix="shardlab-jail-") if self.jailed else None
-        # jailed ranks run as an unprivileged user: give them a copy they can read
-        self.root = str(jail.stage(root, Path(self.staging))) if self.jailed else os.path.abspath(root)
+        self.box = Sandbox(root, limits.sandbox_memory_bytes)
+        self.root = self.box.root
         self.output, self.printed = bytearray(), [0]
         read_fd, write_fd = os.pipe()
         self.proc = subprocess.Popen(
-            [*jail.launcher(), sys.executable, "-I", "-m", "autograder.gloo.worker"],
+            [sys.executable, "-I", "-m", "autograder.gloo.worker"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            pass_fds=(write_fd,), start_new_session=True, cwd=self.root,
+            pass_fds=(write_fd,), start_new_session=True, cwd=self.box.private,
             env=worker_env(TORCH_DISTRIBUTED_DEBUG=gloo.debug, GLOO_SOCKET_IFNAME="lo"),
         )
         os.close(write_fd)
+        self.box.admit(self.proc.pid)          # before anything is forked from it
         self.results = os.fdopen(read_fd, "rb")
         self.reader = _CappedReader(self.proc.stdout, self.output, self.printed)
         self.reader.start()
-        self.proc.stdin.write((json.dumps({"result_fd": write_fd, "modules": list(modules),
-                                           "jail": self.jailed}) + "\n").encode())
+        self.proc.stdin.write((json.dumps({"result_fd": write_fd, "modules": list(modules)}) + "\n").encode())
         self.proc.stdin.flush()
         self.ready = False
         self.groups: list[WorkerGroup] = []
@@ -132,10 +132,9 @@ class ForkServer:
             group.kill()
         if self.proc.poll() is None:
             _kill_group(self.proc)
+        self.box.close()                       # the cgroup dies whole: nothing the students started survives
         self.reader.join(timeout=5)
         self.results.close()
-        if self.staging:
-            shutil.rmtree(self.staging, ignore_errors=True)
         _LIVE.discard(self)
 
 
@@ -144,7 +143,7 @@ class WorkerGroup:
 
     def __init__(self, server: ForkServer, world_size: int):
         self.server, self.world_size = server, world_size
-        self.dir = tempfile.mkdtemp(prefix="shardlab-gloo-")
+        self.dir = tempfile.mkdtemp(prefix="shardlab-gloo-")     # 0700: only the grader and its ranks
         self.pids: list[int] = []
         self.socks: list[socket.socket | None] = [None] * world_size
         self.buffers = [bytearray() for _ in range(world_size)]
@@ -154,9 +153,7 @@ class WorkerGroup:
         try:
             listener.bind(os.path.join(self.dir, "ctl.sock"))
             listener.listen(world_size)
-            if server.jailed:             # the ranks (user nobody) create the store and connect here
-                jail.hand_over(Path(self.dir), Path(self.dir) / "ctl.sock")
-            spec = {"world_size": world_size, "root": server.root,
+            spec = {"world_size": world_size, "root": server.root, "namespaces": server.box.walls.namespaces,
                     "socket": os.path.join(self.dir, "ctl.sock"), "store": os.path.join(self.dir, "store"),
                     "collective_seconds": server.gloo.collective_seconds,
                     "memory_bytes": server.limits.memory_bytes}
@@ -193,13 +190,14 @@ class WorkerGroup:
                 raise GroupError(f"rank {rank} did not join the process group{stuck}: {msgs.get(rank)}")
 
     def _collect(self, deadline: float, pending: set[int], want: str) -> dict[int, object]:
-        """Messages of kind `want` (or 'error'/'died') from the pending ranks until the deadline."""
+        """Messages of kind `want` (or 'error'/'died') from the pending ranks
+        until the deadline, which no message extends."""
         got: dict[int, object] = {}
         sel = selectors.DefaultSelector()
         for r in pending:
             sel.register(self.socks[r], selectors.EVENT_READ, r)
         try:
-            while pending:
+            while pending and time.monotonic() < deadline:
                 events = sel.select(max(0.0, deadline - time.monotonic()))
                 if not events:
                     break
@@ -207,7 +205,7 @@ class WorkerGroup:
                     r = key.data
                     try:
                         msgs = _lines(self.socks[r], self.buffers[r])
-                    except (ValueError, OSError):   # not our JSON: student code wrote to the socket
+                    except (ValueError, OSError):
                         msgs = None
                     if msgs is None:
                         got[r] = ("died", None)
@@ -218,6 +216,8 @@ class WorkerGroup:
                         if "at" in msg:
                             self.where[r] = msg["at"]
                             self.last[r] = msg["at"] or self.last[r]
+                        elif "died" in msg:
+                            got[r] = ("died", None)
                         elif "error" in msg:
                             got[r] = ("error", msg)
                         elif want in msg:
@@ -272,37 +272,19 @@ class WorkerGroup:
         return Outcome(error=f"rank {first}: {text}"), "clean-error" if clean else "error"
 
     def kill(self) -> None:
-        if self.pids:
-            # the ranks report pids of their own PID namespace when jailed: translate
-            for pid in host_pids(self.server.proc.pid, self.pids):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            self.pids = []
+        """The trusted ranks die; their student processes die with them
+        (parent-death signal, then their PID namespaces) and with the cgroup."""
+        for pid in self.pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self.pids = []
         for s in self.socks:
             if s is not None:
                 s.close()
         self.socks = [None] * self.world_size
         shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def host_pids(session: int, ns_pids: list[int]) -> list[int]:
-    """Host pids of the processes in `session` whose innermost namespace pid
-    (the last NSpid entry; the pid itself without a PID namespace) is in ns_pids."""
-    wanted, found = set(ns_pids), []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                if int(f.read().rsplit(")", 1)[1].split()[3]) != session:
-                    continue
-            with open(f"/proc/{pid}/status") as f:
-                nspid = next(line for line in f if line.startswith("NSpid:")).split()[1:]
-        except (OSError, StopIteration, ValueError, IndexError):
-            continue
-        if int(nspid[-1]) in wanted:
-            found.append(int(pid))
-    return found
 
 
 _LIVE: set["ForkServer"] = set()

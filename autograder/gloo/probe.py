@@ -17,6 +17,7 @@ import json
 import os
 
 from autograder.gloo.group import GLOO, ForkServer, GlooLimits, GroupError
+from autograder.gloo.seeds import data_seed
 from autograder.parts import Call
 from autograder.sandbox import Limits, Outcome, SandboxRun
 
@@ -32,6 +33,13 @@ def prepare(root: str, limits: Limits = Limits()) -> None:
 
 def _key(call: Call) -> str:
     return json.dumps([call.module, call.function, call.args], sort_keys=True)
+
+
+def _keyed(call: Call) -> Call:
+    """The call as the ranks run it: its public seed replaced by the secret one."""
+    if "seed" not in call.args:
+        return call
+    return Call(call.module, call.function, {**call.args, "seed": data_seed(call.args["seed"])})
 
 
 def _what(call: Call) -> str:
@@ -68,7 +76,7 @@ def run_gloo(root: str, calls: list[Call], limits: Limits = Limits(), gloo: Gloo
                 except GroupError as exc:
                     results[key] = Outcome(error=str(exc))
                     continue
-                outcome, state = group.run(call, server.gloo.scenario_seconds)
+                outcome, state = group.run(_keyed(call), server.gloo.scenario_seconds)
                 results[key] = outcome
                 if state in ("hung", "died"):
                     given_up[what] = "hung" if state == "hung" else "ended a rank"

@@ -1,26 +1,32 @@
-"""The gloo ranks' side: a fork server and the rank loop. Besides
-autograder/sandbox_worker.py, the only place student code is imported.
+"""The fork server, and the two processes of every rank it forks.
 
-The parent starts `python -I -m autograder.gloo.worker` in its own session.
-The fork server imports torch and the scenarios, runs no torch op (forking
-after torch has started its thread pools can hang a child), then forks the
-ranks of each worker group on request, in milliseconds, sharing torch's
-pages. Protocol, all JSON lines:
+The grader starts `python -I -m autograder.gloo.worker` in its own session
+and cgroup. The fork server imports torch and the scenarios, runs no torch
+op (forking after torch has started its thread pools can hang a child), and
+forks the ranks of each worker group on request, in milliseconds, sharing
+torch's pages. Each rank is two processes:
 
-- stdin (parent -> server): first {"result_fd": fd, "modules": [extra
-  scenario modules]}, then
-  {"spawn": {"world_size", "root", "socket", "store", "collective_seconds",
-  "memory_bytes"}} per group.
-- result fd (server -> parent): {"ready": true}, then {"spawned": [pids]}
-  per group (the first pid is the group's process-group id).
-- each rank connects to the group's Unix socket and sends {"hello": rank},
-  then {"ready": true} once the process group is up, and per scenario
-  {"at": label or null} while it blocks in a collective and finally
-  {"result": value} or {"error": message, "collectives": n}. The parent
-  sends {"run": {"scenario", "module", "args"}}.
+    rank r (trusted: autograder/gloo/rank.py)    -- gloo, the trace, the grader's socket
+      └─ its student process (walled in: autograder/jail.py)  -- student code, no network
 
-Ranks die with the fork server (PR_SET_PDEATHSIG), which dies with the
-grader; student output goes to the server's stdout, which the parent caps.
+The student process is forked first, before gloo starts, and walls itself in
+before it imports any student code; it talks only to its rank's trusted
+process, over a socketpair. Protocol with the grader, all JSON lines:
+
+- stdin (grader -> server): first {"result_fd": fd, "modules": [extra
+  scenario modules]}, then {"spawn": {"world_size", "root", "namespaces",
+  "socket", "store", "collective_seconds", "memory_bytes"}} per group.
+- result fd (server -> grader): {"ready": true}, then {"spawned": [pids]}
+  per group (the trusted processes' pids; the first is the group's process
+  group id).
+- each trusted rank connects to the group's Unix socket (in a folder only
+  the grader can enter) and sends {"hello": rank}, then {"ready": true} once
+  the process group is up, then per scenario (autograder/gloo/rank.py).
+
+Trusted ranks die with the fork server (PR_SET_PDEATHSIG), which dies with
+the grader; student processes die with their rank (autograder/jail.py) and
+with the sandbox's cgroup. Student output goes to the server's stdout, which
+the grader caps.
 """
 from __future__ import annotations
 
@@ -32,9 +38,10 @@ import resource
 import signal
 import socket
 import sys
-import threading
+import warnings
 from datetime import timedelta
 
+from autograder.gloo.channel import Channel, unpack_tensors
 from autograder.sandbox_worker import _BlockAnswerKey, _describe, _import, _load_package, plain
 
 PR_SET_PDEATHSIG = 1
@@ -47,68 +54,53 @@ def _die_with_parent() -> None:
         pass
 
 
-def _forget_grader_modules() -> None:
-    """Student code shares the rank: make the answer key and the grader
-    unimportable (the scenarios keep their own references)."""
-    for name in list(sys.modules):
-        if name.split(".")[0] in ("reference", "solutions", "autograder"):
-            del sys.modules[name]
-    sys.meta_path.insert(0, _BlockAnswerKey())
-
-
-class _Channel:
-    """JSON lines over the rank's socket to the parent; sends may come from hook threads."""
+class _GraderLine:
+    """JSON lines to the grader over the group's socket (from one thread)."""
 
     def __init__(self, path: str):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.connect(path)
         self.reader = self.sock.makefile("rb")
-        self.lock = threading.Lock()
 
     def send(self, **msg) -> None:
-        data = (json.dumps(msg) + "\n").encode()
-        with self.lock:
-            self.sock.sendall(data)
+        self.sock.sendall((json.dumps(msg) + "\n").encode())
 
     def receive(self) -> dict | None:
         line = self.reader.readline()
         return json.loads(line) if line else None
 
 
-def _rank_main(spec: dict, rank: int) -> None:
+# ---- the student's process ----------------------------------------------------------------
+
+
+def _student_main(spec: dict, rank: int, sock: socket.socket) -> None:
+    """Walled in before any student code; then runs the student halves of scenarios."""
     import torch
-    import torch.distributed as dist
 
-    from autograder.gloo.scenarios import SCENARIOS, Context
-    from autograder.gloo.tracing import Tracer, explain
+    from autograder import jail
+    from autograder.gloo.proxy import Proxy
+    from autograder.gloo.scenarios import SCENARIOS, StudentContext
 
+    jail.confine(spec["root"], keep=(1, 2, sock.fileno()), namespaces=spec["namespaces"])
     if spec.get("memory_bytes"):
         resource.setrlimit(resource.RLIMIT_AS, (spec["memory_bytes"], spec["memory_bytes"]))
-    channel = _Channel(spec["socket"])
-    channel.send(hello=rank, pid=os.getpid())
-    channel.send(at="torch.set_num_threads")
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     torch.set_num_threads(1)
-    channel.send(at="the gloo rendezvous (init_process_group)")
-    store = dist.FileStore(spec["store"], spec["world_size"])
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=spec["world_size"],
-                            timeout=timedelta(seconds=spec["collective_seconds"]))
-    channel.send(at=None)
-    tracer = Tracer(status=lambda label: channel.send(at=label))
-    tracer.install()
-    _forget_grader_modules()
-    _load_package(spec["root"])
-    channel.send(ready=True)
-    while (msg := channel.receive()) is not None:
-        run = msg["run"]
-        tracer.reset()
-        ctx = Context(rank, spec["world_size"], run["module"], tracer, _load_student)
+    proxy = Proxy(Channel(sock), rank, spec["world_size"])
+    proxy.install()
+    sys.meta_path.insert(0, _BlockAnswerKey())
+    _load_package(jail.SUBMISSION if spec["namespaces"] else spec["root"])
+    while (frame := proxy.next_run()) is not None:
+        header, payload = frame
+        run = header["run"]
+        ctx = StudentContext(rank, spec["world_size"], run["module"], proxy, _load_student)
         try:
-            value = plain(SCENARIOS[run["scenario"]](ctx, **run["args"]))
+            tensors = unpack_tensors(run["tensors"], payload)
+            value = plain(SCENARIOS[run["scenario"]].student(ctx, tensors, **run["args"]))
         except BaseException as exc:  # noqa: BLE001 - any failure of student code is a result
-            where = f" [{tracer.where()}]" if tracer.seq else ""
-            channel.send(error=(explain(exc) or _describe(exc)) + where, collectives=tracer.seq)
+            proxy.channel.send({"error": _describe(exc)})
             continue
-        channel.send(result=value)
+        proxy.channel.send({"result": value})
 
 
 def _load_student(module: str):
@@ -118,6 +110,46 @@ def _load_student(module: str):
         raise
     except BaseException as exc:  # noqa: BLE001
         raise ImportError(f"assignments/{module}.py failed to import: {_describe(exc)}") from None
+
+
+# ---- the rank's trusted process --------------------------------------------------------------
+
+
+def _rank_main(spec: dict, rank: int) -> None:
+    ours, theirs = socket.socketpair()
+    student = os.fork()
+    if student == 0:
+        code = 0
+        try:
+            ours.close()
+            _student_main(spec, rank, theirs)
+        except BaseException:  # noqa: BLE001 - the trusted side sees the closed socket
+            code = 1
+        finally:
+            os._exit(code)
+    theirs.close()
+    import torch
+    import torch.distributed as dist
+
+    from autograder.gloo.rank import serve_run
+    from autograder.gloo.tracing import Tracer
+
+    warnings.filterwarnings("ignore")             # torch's deprecation notes are not the student's output
+    grader = _GraderLine(spec["socket"])
+    grader.send(hello=rank, pid=os.getpid())
+    grader.send(at="torch.set_num_threads")
+    torch.set_num_threads(1)
+    grader.send(at="the gloo rendezvous (init_process_group)")
+    store = dist.FileStore(spec["store"], spec["world_size"])
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=spec["world_size"],
+                            timeout=timedelta(seconds=spec["collective_seconds"]))
+    grader.send(at=None)
+    tracer = Tracer(status=lambda label: grader.send(at=label))
+    tracer.install()
+    channel = Channel(ours)
+    grader.send(ready=True)
+    while (msg := grader.receive()) is not None:
+        serve_run(msg["run"], channel, grader.send, tracer, rank, spec["world_size"])
 
 
 def _fork_rank(spec: dict, rank: int, leader: int) -> int:
@@ -132,7 +164,7 @@ def _fork_rank(spec: dict, rank: int, leader: int) -> int:
             os.dup2(devnull, 0)
             os.close(spec["result_fd"])
             _rank_main(spec, rank)
-        except BaseException:  # noqa: BLE001 - the parent sees the closed socket
+        except BaseException:  # noqa: BLE001 - the grader sees the closed socket
             code = 1
         finally:
             os._exit(code)      # never run the server's code after a rank returns
@@ -150,13 +182,13 @@ def serve() -> None:
     import torch  # noqa: F401 - loaded once here, shared by every forked rank
     import torch.distributed  # noqa: F401
 
+    import autograder.gloo.proxy  # noqa: F401 - the student side, loaded before any wall goes up
+    import autograder.gloo.rank  # noqa: F401
+    import autograder.jail  # noqa: F401
     from autograder.gloo.scenarios import load_all
     load_all()
     for extra in first.get("modules", ()):     # scenarios outside grading (the benchmark)
         importlib.import_module(extra)
-    if first.get("jail"):                      # everything trusted is loaded: close the doors
-        from autograder import jail
-        jail.enter(jail.answer_key_dirs(), jail.interpreter_paths())
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)      # the kernel reaps finished ranks
     results.write(json.dumps({"ready": True}) + "\n")
     for line in sys.stdin:

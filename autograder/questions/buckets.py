@@ -9,6 +9,7 @@ the result: the final weights, the traced all-reduces, their timing.
 from __future__ import annotations
 
 from autograder.gloo.compare import StatesMatch, StepCheck
+from autograder.gloo.seeds import data_seed
 from autograder.parts import REAL, Call, Case, Compare, Misconception, Part, function_part
 from autograder.questions import Question
 from reference import buckets as ref
@@ -106,7 +107,7 @@ def _bucket_bytes(model: str, cap: float, fill=ref.assign_buckets) -> list[int]:
 def _final_state(case: Case, grad_scale: float = 1.0) -> list:
     from reference.toy_models import single_process
     a = case.calls[0].args
-    return [single_process(a["model"], a["optimizer"], a["steps"], a["seed"], a["world_size"],
+    return [single_process(a["model"], a["optimizer"], a["steps"], data_seed(a["seed"]), a["world_size"],
                            grad_scale=grad_scale)]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from autograder.gloo.compare import RankCheck, StatesMatch
+from autograder.gloo.seeds import data_seed
 from autograder.parts import REAL, Call, Case, Compare, Misconception, Part, function_part
 from autograder.questions import Question
 from reference import fsdp as ref
@@ -176,14 +177,14 @@ def _args(case):
 def _single_process(case, grad_scale=1.0):
     from reference.toy_models import single_process
     a = _args(case)
-    return [single_process(a["model"], a["optimizer"], a["steps"], a["seed"], a["world_size"],
+    return [single_process(a["model"], a["optimizer"], a["steps"], data_seed(a["seed"]), a["world_size"],
                            grad_scale=grad_scale)]
 
 
 def _fully_shard(case):
     from reference.fsdp2_agreement import fully_shard_state
     a = _args(case)
-    return [fully_shard_state(a["model"], a["optimizer"], a["steps"], a["seed"], a["world_size"])]
+    return [fully_shard_state(a["model"], a["optimizer"], a["steps"], data_seed(a["seed"]), a["world_size"])]
 
 
 def _storage_budget(case):

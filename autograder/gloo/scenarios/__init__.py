@@ -1,48 +1,104 @@
-"""Named distributed scenarios run by every rank of a gloo worker group.
+"""Named distributed scenarios, each in two halves that never share a process.
 
-A scenario is a function `(ctx: Context, **args) -> plain data`, registered
-with `@scenario("name")` in a module of this package (modules are found
-automatically). A part asks for it with `Call(<student module>,
-"<scenario name>", {"world_size": N, ...})` and `probe="gloo"`; every rank
-runs it, and the part's comparator gets the list of the ranks' values.
+A scenario is a `Scenario` subclass registered with `@register`:
 
-Scenario modules are imported by the fork server before any rank exists,
-so they may import torch and define classes but must run no torch ops at
-import time, and must not import lazily inside functions (student code
-shares the rank, and `reference`/`autograder` imports are blocked there).
+- `prepare(rank, **args)` runs in the rank's *trusted* process: it turns the
+  grader's arguments into what the student's process may know (its own rows
+  of the data, its own initial weights, drawn from the grading's secret
+  seed) and may run trusted collectives of its own (the mesh forward of
+  question 3). Returns (student_args, tensors).
+- `student(ctx, tensors, **student_args)` runs in the rank's *student*
+  process, beside student code: it builds the model, wraps it with the
+  student's class, trains, and returns plain data. Its collectives go
+  through the trusted process (autograder/gloo/proxy.py); it reports where
+  it is with `ctx.phase(...)` and `ctx.mark(...)`. Everything it returns is
+  a claim, not a measurement.
+- `report(rank, result, **args)` runs in the trusted process again: it
+  combines the student's claims (final weights, say) with what the trusted
+  process observed (the collectives, their bytes, order, phase and timing
+  relative to the student's marks) into the rank's value for the part's
+  comparator.
+
+A part asks for a scenario with `Call(<student module>, "<name>",
+{"world_size": N, ...})` and `probe="gloo"`. Scenario modules are imported
+by the fork server before any rank exists: they may import torch and define
+classes but must run no torch op at import time.
 """
 from __future__ import annotations
 
 import importlib
 import pkgutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
-SCENARIOS: dict[str, Callable[..., Any]] = {}
+SCENARIOS: dict[str, "Scenario"] = {}
 
 
 @dataclass
-class Context:
+class RankContext:
+    """The trusted process's view of one run on one rank."""
+
+    rank: int
+    world_size: int
+    tracer: Any                                   # autograder.gloo.tracing.Tracer
+    marks: list[dict] = field(default_factory=list)   # the student's marks, with the collective count then
+    memo: dict = field(default_factory=dict)      # prepare -> report
+
+
+@dataclass
+class StudentContext:
+    """What the scenario's student half has (in the student's process)."""
+
     rank: int
     world_size: int
     module: str                 # the student module this call names (assignments/<module>.py)
-    tracer: Any                 # autograder.gloo.tracing.Tracer, reset before each scenario
-    load: Callable[[str], Any]  # imports assignments/<module>.py (blocked from the answer key)
+    proxy: Any                  # autograder.gloo.proxy.Proxy
+    load: Callable[[str], Any]  # imports assignments/<module>.py
 
     def student(self):
         return self.load(self.module)
 
+    def phase(self, name: str) -> None:
+        self.proxy.mark("phase", name=name)
 
-def scenario(name: str):
-    def register(fn):
-        if name in SCENARIOS:
-            raise ValueError(f"scenario {name!r} is defined twice")
-        SCENARIOS[name] = fn
-        return fn
-    return register
+    def mark(self, kind: str, **fields) -> None:
+        self.proxy.mark(kind, **fields)
 
 
-def load_all() -> dict[str, Callable[..., Any]]:
+class Scenario:
+    name = ""
+
+    def prepare(self, rank: RankContext, **args) -> tuple[dict, dict]:
+        return args, {}
+
+    def student(self, ctx: StudentContext, tensors: dict, **args) -> Any:
+        raise NotImplementedError
+
+    def report(self, rank: RankContext, result: Any, **args) -> Any:
+        return result
+
+
+def register(cls):
+    if cls.name in SCENARIOS:
+        raise ValueError(f"scenario {cls.name!r} is defined twice")
+    SCENARIOS[cls.name] = cls()
+    return cls
+
+
+def claimed(result: Any, key: str) -> Any:
+    """One entry of the student's returned dict (None when absent or not a dict)."""
+    return result.get(key) if isinstance(result, dict) else None
+
+
+def load_state(module, tensors: dict, prefix: str = "init.") -> None:
+    """Load the initial weights the trusted process sent into a freshly built model."""
+    import torch
+    state = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
+    with torch.no_grad():
+        module.load_state_dict(state)
+
+
+def load_all() -> dict[str, Scenario]:
     for info in pkgutil.iter_modules(__path__):
         importlib.import_module(f"{__name__}.{info.name}")
     return SCENARIOS

@@ -1,16 +1,19 @@
 """Question 2's scenario: train a toy model with the student's FSDP.
 
-Every rank builds the same model (FSDP does not broadcast), wraps it, and
-trains on its rows of the global batch. Returns, per rank:
+Every rank starts from the same model (FSDP does not broadcast), wraps it,
+and trains on its own rows of the global batch, which only its trusted
+process knows in full. Returns, per rank:
 
-- "state": `full_state_dict()` after training, as nested lists;
-- "stored": parameter elements the FSDP object keeps between steps, found by
+- "state": `full_state_dict()` after training, as nested lists (claimed by
+  the student's process; only real communication can make it right);
+- "stored": (claimed) parameter elements the FSDP object keeps between steps, found by
   walking everything reachable from it (modules, dicts, closures of hooks,
   attributes), each tensor storage once, gradients excluded;
-- "steps": per step, the traced collectives [op, phase, bytes, async, seq] with
+- "steps": per step, the collectives the trusted process performed [op, phase, bytes, async, seq] with
   phase "forward", "backward" or "finish";
-- "units": per step, where each nn.Linear's forward started and ended, as
-  the sequence number of the last collective issued by then (prefetch check).
+- "units": per step, where each nn.Linear's forward started and ended (the
+  student process's marks), as the number of collectives the trusted
+  process had been asked for by then (prefetch check).
 """
 from __future__ import annotations
 
@@ -20,8 +23,8 @@ import types
 import torch
 from torch import nn
 
-from autograder.gloo.scenarios import Context, scenario
-from reference.toy_models import batch, build_model, make_optimizer, shard, state_lists
+from autograder.gloo.scenarios import Scenario, claimed, load_state, register
+from reference.toy_models import batch, build_model, make_optimizer, shard
 
 _SKIP = (types.ModuleType, type, types.BuiltinFunctionType, str, bytes, int, float)
 
@@ -65,44 +68,64 @@ def stored_elements(root: object, limit: int = 200_000) -> int:
     return sum(storages.values())
 
 
-def _watch_units(module: nn.Module, ctx: Context, marks: list) -> None:
-    """Forward start/end of every nn.Linear, as counts of collectives so far.
-    Registered before the student's hooks, so the start is seen first."""
+def _watch_units(module: nn.Module, ctx) -> None:
+    """Forward start/end of every nn.Linear, sent to the trusted process,
+    which notes how many collectives it had performed by then. Registered
+    before the student's hooks, so the start is seen first."""
     linears = [m for m in module.modules() if isinstance(m, nn.Linear)
                and any(p.requires_grad for p in m.parameters(recurse=False))]
     for i, m in enumerate(linears):
-        m.register_forward_pre_hook(lambda *_, i=i: marks.append(["start", i, ctx.tracer.seq]))
-        m.register_forward_hook(lambda *_, i=i: marks.append(["end", i, ctx.tracer.seq]))
+        m.register_forward_pre_hook(lambda *_, i=i: ctx.mark("unit", at="start", i=i))
+        m.register_forward_hook(lambda *_, i=i: ctx.mark("unit", at="end", i=i))
 
 
-@scenario("fsdp_train")
-def fsdp_train(ctx: Context, world_size: int, model: str, optimizer: str, steps: int, seed: int) -> dict:
-    module = build_model(model, seed)
-    inputs, targets = batch(model, seed, world_size)
-    inputs, targets = shard(inputs, ctx.rank), shard(targets, ctx.rank)
-    marks: list = []
-    _watch_units(module, ctx, marks)
-    ctx.tracer.set_phase("construction")
-    fsdp = ctx.student().FSDP(module)
-    opt = make_optimizer(optimizer, fsdp.parameters())
-    units = []
-    for k in range(steps):
-        marks.clear()
-        ctx.tracer.set_phase(f"{k} forward")
-        loss = nn.functional.mse_loss(fsdp(inputs), targets)
-        ctx.tracer.set_phase(f"{k} backward")
-        loss.backward()
-        ctx.tracer.set_phase(f"{k} finish")
-        fsdp.finish_gradient_synchronization()
-        ctx.tracer.set_phase(f"{k} optimizer")
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        units.append([list(m) for m in marks])
-    stored = stored_elements(fsdp)
-    ctx.tracer.set_phase("state")
-    state = {k: v.detach().tolist() for k, v in fsdp.full_state_dict().items()}
-    per_step = []
-    for k in range(steps):
-        per_step.append([[e["op"], e["phase"].split()[1], e["bytes"], e["async"], e["seq"]]
-                         for e in ctx.tracer.collectives() if e["phase"].split()[0] == str(k)])
-    return {"state": state, "stored": stored, "steps": per_step, "units": units}
+@register
+class FsdpTrain(Scenario):
+    name = "fsdp_train"
+
+    def prepare(self, rank, world_size: int, model: str, optimizer: str, steps: int, seed: int):
+        """Every rank gets the same initial model (FSDP does not broadcast) and
+        only its own rows of the batch."""
+        inputs, targets = batch(model, seed, world_size)
+        tensors = {f"init.{k}": v for k, v in build_model(model, seed).state_dict().items()}
+        tensors.update(inputs=shard(inputs, rank.rank), targets=shard(targets, rank.rank))
+        return dict(model=model, optimizer=optimizer, steps=steps), tensors
+
+    def student(self, ctx, tensors, model: str, optimizer: str, steps: int):
+        module = build_model(model, 0)
+        load_state(module, tensors)
+        _watch_units(module, ctx)
+        ctx.phase("construction")
+        fsdp = ctx.student().FSDP(module)
+        opt = make_optimizer(optimizer, fsdp.parameters())
+        for k in range(steps):
+            ctx.mark("step", k=k)
+            ctx.phase(f"{k} forward")
+            loss = nn.functional.mse_loss(fsdp(tensors["inputs"]), tensors["targets"])
+            ctx.phase(f"{k} backward")
+            loss.backward()
+            ctx.phase(f"{k} finish")
+            fsdp.finish_gradient_synchronization()
+            ctx.phase(f"{k} optimizer")
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        stored = stored_elements(fsdp)
+        ctx.phase("state")
+        return {"state": {k: v.detach().tolist() for k, v in fsdp.full_state_dict().items()}, "stored": stored}
+
+    def report(self, rank, result, world_size: int, model: str, optimizer: str, steps: int, seed: int):
+        """The final weights and the stored count are the student's claims; the
+        collectives and where the units began and ended, relative to them, are
+        what the trusted process saw."""
+        per_step = []
+        for k in range(steps):
+            per_step.append([[e["op"], e["phase"].split()[1], e["bytes"], e["async"], e["seq"]]
+                             for e in rank.tracer.collectives() if e["phase"].split()[0] == str(k)])
+        units, step = [[] for _ in range(steps)], -1
+        for m in rank.marks:
+            if m["kind"] == "step":
+                step = m.get("k", -1)
+            elif m["kind"] == "unit" and 0 <= step < steps:
+                units[step].append([m.get("at"), m.get("i"), m["seq"]])
+        return {"state": claimed(result, "state"), "stored": claimed(result, "stored"),
+                "steps": per_step, "units": units}

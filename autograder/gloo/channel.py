@@ -1,0 +1,118 @@
+"""Framed messages between a rank's trusted process and its student process.
+
+A frame is two 32-bit lengths (header, payload), a JSON header and raw
+payload bytes (tensor data). Both ends are capped: a header over
+MAX_HEADER_BYTES or a payload over MAX_PAYLOAD_BYTES is a protocol error,
+so a student process cannot make its trusted peer allocate without bound.
+Tensors travel as their bytes plus {"dtype", "shape"}, dtypes from a fixed
+list.
+"""
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import threading
+
+import torch
+
+FRAME = struct.Struct("!II")
+MAX_HEADER_BYTES = 1 << 20
+MAX_PAYLOAD_BYTES = 1 << 28          # 256 MiB: the bucket benchmark moves tens of MB
+
+DTYPES = {str(d): d for d in (torch.float32, torch.float64, torch.float16, torch.bfloat16,
+                              torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)}
+
+
+class ProtocolError(Exception):
+    """The other end sent something that is not a valid frame."""
+
+
+class Channel:
+    """One end of a socketpair; `send` may be called from several threads."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.lock = threading.Lock()
+
+    def send(self, header: dict, payload: bytes | memoryview = b"") -> None:
+        head = json.dumps(header).encode()
+        with self.lock:
+            self.sock.sendall(FRAME.pack(len(head), len(payload)) + head)
+            if len(payload):
+                self.sock.sendall(payload)
+
+    def receive(self) -> tuple[dict, bytearray] | None:
+        """The next frame, or None at end of stream."""
+        start = self._exactly(FRAME.size, eof_ok=True)
+        if start is None:
+            return None
+        head_len, payload_len = FRAME.unpack(start)
+        if head_len > MAX_HEADER_BYTES or payload_len > MAX_PAYLOAD_BYTES:
+            raise ProtocolError(f"a frame of {head_len} + {payload_len} bytes is over the cap")
+        try:
+            header = json.loads(self._exactly(head_len))
+        except ValueError:
+            raise ProtocolError("a frame header is not JSON") from None
+        if not isinstance(header, dict):
+            raise ProtocolError("a frame header is not an object")
+        return header, self._exactly(payload_len) if payload_len else bytearray()
+
+    def _exactly(self, n: int, eof_ok: bool = False) -> bytearray | None:
+        buf = bytearray(n)
+        view, got = memoryview(buf), 0
+        while got < n:
+            k = self.sock.recv_into(view[got:])
+            if k == 0:
+                if eof_ok and got == 0:
+                    return None
+                raise ProtocolError("the stream ended inside a frame")
+            got += k
+        return buf
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def tensor_bytes(t: torch.Tensor) -> memoryview:
+    flat = t.detach().contiguous().reshape(-1)
+    return memoryview(flat.view(torch.uint8).numpy()) if flat.numel() else memoryview(b"")
+
+
+def describe(t: torch.Tensor) -> dict:
+    return {"dtype": str(t.dtype), "shape": list(t.shape)}
+
+
+def tensor_from(meta: dict, data: bytes | bytearray | memoryview) -> torch.Tensor:
+    """A fresh tensor from {"dtype", "shape"} and its bytes, checked."""
+    dtype = DTYPES.get(meta.get("dtype"))
+    shape = meta.get("shape")
+    if dtype is None or not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
+        raise ProtocolError(f"not a tensor description: {str(meta)[:200]}")
+    numel = 1
+    for s in shape:
+        numel *= s
+    size = numel * torch.empty((), dtype=dtype).element_size()
+    if size != len(data):
+        raise ProtocolError(f"{len(data)} bytes for a {meta['dtype']} tensor of shape {shape}")
+    if not size:
+        return torch.empty(shape, dtype=dtype)
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype).reshape(shape)
+
+
+def pack_tensors(tensors: dict[str, torch.Tensor]) -> tuple[list[dict], bytes]:
+    """Several named tensors as (metadata list, one payload)."""
+    metas, chunks, offset = [], [], 0
+    for name, t in tensors.items():
+        data = tensor_bytes(t)
+        metas.append({"name": name, **describe(t), "offset": offset, "nbytes": len(data)})
+        chunks.append(bytes(data))
+        offset += len(data)
+    return metas, b"".join(chunks)
+
+
+def unpack_tensors(metas: list[dict], payload: bytearray) -> dict[str, torch.Tensor]:
+    out = {}
+    for m in metas:
+        out[m["name"]] = tensor_from(m, memoryview(payload)[m["offset"]:m["offset"] + m["nbytes"]])
+    return out

@@ -1,0 +1,57 @@
+"""The seed every distributed run draws its data and initial weights from is
+known only to the grader.
+
+A part's cases carry a public seed (it is in the feedback). The runs use
+`data_seed(seed)`, a keyed hash of it with a secret that never enters a
+student's process: each rank's trusted process draws the rows and weights,
+and hands the student's process only its own. Without the secret, no rank
+can reproduce single-process training on the whole batch by itself: the
+other ranks' data reaches it only through collectives, which the trusted
+processes perform and record. The grader computes the expected values with
+the same keyed seed.
+
+The secret is the machine's own (made once, mode 0600, under the user's
+cache folder, so cached reference runs stay valid), or
+SHARDLAB_GRADING_SECRET when set (a batch of graders sharing a cache).
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+from functools import lru_cache
+from pathlib import Path
+
+
+def _secret_file() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "shardlab" / "grading-secret"
+
+
+@lru_cache(maxsize=1)
+def grading_secret() -> bytes:
+    if os.environ.get("SHARDLAB_GRADING_SECRET"):
+        return os.environ["SHARDLAB_GRADING_SECRET"].encode()
+    path = _secret_file()
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(os.urandom(32).hex().encode())
+    try:
+        os.link(tmp, path)             # first writer wins; a racing grader reads the winner's
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink()
+    return path.read_bytes()
+
+
+def data_seed(seed: int) -> int:
+    """The seed a run really uses for the public case seed `seed` (31 bits)."""
+    digest = hmac.new(grading_secret(), f"data:{seed}".encode(), hashlib.sha256).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
