@@ -22,6 +22,7 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
+from autograder.gloo.proxy import GATHER_INTO, SCATTER_FROM
 from autograder.gloo.channel import Channel, ProtocolError, describe, pack_tensors, tensor_bytes, tensor_from
 from autograder.gloo.scenarios import SCENARIOS, RankContext
 from autograder.gloo.tracing import Tracer, explain
@@ -66,9 +67,9 @@ def perform(header: dict, payload: bytearray, world_size: int) -> torch.Tensor |
         if not isinstance(src, int) or not 0 <= src < world_size:
             raise CollectiveRequestError(f"broadcast from rank {src!r} of {world_size}")
         work, result = dist.broadcast(t, src, async_op=is_async), t
-    elif op == "all_gather_into_tensor":
+    elif op in GATHER_INTO:
         result = _output(header, t.dtype, world_size * t.numel())
-        work = dist.all_gather_into_tensor(result, t, async_op=is_async)
+        work = getattr(dist, op)(result, t, async_op=is_async)
     elif op == "all_gather":
         parts = [torch.empty_like(t) for _ in range(world_size)]
         work = dist.all_gather(parts, t, async_op=is_async)
@@ -76,13 +77,13 @@ def perform(header: dict, payload: bytearray, world_size: int) -> torch.Tensor |
             work.wait()
             work = None
         result = torch.cat([p.reshape(-1) for p in parts])
-    elif op in ("reduce_scatter_tensor", "reduce_scatter"):
+    elif op in SCATTER_FROM or op == "reduce_scatter":
         if t.numel() % world_size:
             raise CollectiveRequestError(f"{op} of {t.numel()} elements over {world_size} ranks")
         result = _output(header, t.dtype, t.numel() // world_size)
         reduce = _reduce(header.get("reduce", "SUM"))
-        if op == "reduce_scatter_tensor":
-            work = dist.reduce_scatter_tensor(result, t, op=reduce, async_op=is_async)
+        if op in SCATTER_FROM:
+            work = getattr(dist, op)(result, t, op=reduce, async_op=is_async)
         else:
             work = dist.reduce_scatter(result, list(t.reshape(-1).chunk(world_size)), op=reduce,
                                        async_op=is_async)

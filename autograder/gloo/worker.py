@@ -88,6 +88,13 @@ def _student_main(spec: dict, rank: int, sock: socket.socket) -> None:
     torch.set_num_threads(1)
     proxy = Proxy(Channel(sock), rank, spec["world_size"])
     proxy.install()
+    # Only harness code of the grader is in this process's memory (the scenarios,
+    # reference.toy_models and reference.comm4d_mesh: models and a mesh forward,
+    # no answers; tests/test_attacks_gloo.py checks). Unlisting it keeps student
+    # imports from reaching it by name.
+    for name in list(sys.modules):
+        if name.split(".")[0] in ("reference", "solutions", "autograder"):
+            del sys.modules[name]
     sys.meta_path.insert(0, _BlockAnswerKey())
     _load_package(jail.SUBMISSION if spec["namespaces"] else spec["root"])
     while (frame := proxy.next_run()) is not None:
