@@ -6,6 +6,11 @@ jobs with it; it is retried once, then recorded as an error row. Every result
 is written atomically as soon as it is known (results/<name>.json,
 feedback/<name>.md, and gradebook.csv rebuilt from all results), so an
 interrupted run loses nothing and `--resume` skips what is done.
+
+Parts the grader itself failed on (autograder/grading.py, "no false zeros")
+are listed in the gradebook's `internal_errors` column and at the top of the
+student's feedback, so the instructor can regrade them; each feedback file
+also says which walls isolated the student's code.
 """
 from __future__ import annotations
 
@@ -66,6 +71,11 @@ def feedback_markdown(name: str, report: dict) -> str:
     if report["status"] != "ok":
         return "\n".join(lines + [f"Could not grade this submission: {report['error']}", ""])
     lines += [f"**Score: {report['score']:g} / {report['max_score']:g}**", ""]
+    if report.get("internal_errors"):
+        lines += [f"**Internal error in the grader, not your code, in part(s) "
+                  f"{', '.join(e['part'] for e in report['internal_errors'])}: they will be regraded.**", ""]
+    if report.get("walls"):
+        lines += [f"_Graded with {report['walls']}._", ""]
     for q in report["questions"]:
         lines += [f"## Question {q['id']} — {q['title']} ({q['score']:g} / {q['max_score']:g})", ""]
         for p in q["parts"]:
@@ -76,7 +86,8 @@ def feedback_markdown(name: str, report: dict) -> str:
 
 
 def gradebook_csv(results: dict[str, dict]) -> str:
-    """One row per submission, one column per part, plus total and status."""
+    """One row per submission, one column per part, plus total, status, and
+    the parts to regrade because the grader failed on them (internal_errors)."""
     part_ids = []
     for r in results.values():
         for q in r.get("questions", []):
@@ -85,12 +96,14 @@ def gradebook_csv(results: dict[str, dict]) -> str:
                     part_ids.append(p["id"])
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(["submission", *part_ids, "total", "max_score", "status", "error"])
+    w.writerow(["submission", *part_ids, "total", "max_score", "status", "error", "internal_errors"])
     for name in sorted(results):
         r = results[name]
         scores = {p["id"]: f"{p['score']:g}" for q in r.get("questions", []) for p in q["parts"]}
         total = (f"{r['score']:g}", f"{r['max_score']:g}") if r["status"] == "ok" else ("", "")
-        w.writerow([name, *[scores.get(i, "") for i in part_ids], *total, r["status"], r.get("error", "")])
+        regrade = " ".join(e["part"] for e in r.get("internal_errors", []))
+        w.writerow([name, *[scores.get(i, "") for i in part_ids], *total, r["status"], r.get("error", ""),
+                    regrade])
     return buf.getvalue()
 
 

@@ -27,6 +27,7 @@ def _config(path):
 
 def score_table(reports) -> Table:
     """One column per submission, one row per part."""
+    from autograder.grading import INTERNAL_ERROR
     table = Table(title="Scores", show_lines=False)
     table.add_column("part")
     for r in reports:
@@ -37,7 +38,9 @@ def score_table(reports) -> Table:
             cells = []
             for r in reports:
                 rp = r.questions[qi].parts[pi]
-                cells.append("manual" if rp.kind == "manual" else f"{rp.score:g}/{rp.max_score:g}")
+                cells.append("manual" if rp.kind == "manual" else
+                             "[red]internal error" if rp.status == INTERNAL_ERROR else
+                             f"{rp.score:g}/{rp.max_score:g}")
             table.add_row(f"{p.id} {p.title}", *cells)
     def total(r) -> str:
         bonus = sum(p.score for q in r.questions for p in q.parts if p.bonus)
@@ -62,7 +65,9 @@ def cli():
 @config_option
 def grade(paths, as_json, jobs, out_dir, resume, config_path):
     """Grade submissions: folders or zips holding assignments/."""
+    from autograder.walls import required_walls
     cfg = _config(config_path)
+    required_walls(cfg)          # refuse before grading anything when the course requires the jail
     if out_dir:
         _grade_batch(list(paths), Path(out_dir), config_path, jobs, resume, as_json)
         return
@@ -81,7 +86,17 @@ def grade(paths, as_json, jobs, out_dir, resume, config_path):
         if r.output_bytes:
             console.print(f"{Path(r.submission).name}: the submission printed {r.output_bytes:,} bytes "
                           f"(ignored by the grader).", highlight=False)
+        _print_grading_notes(Path(r.submission).name, r.walls, r.internal_errors)
     console.print(score_table(reports))
+
+
+def _print_grading_notes(name: str, walls: str, internal_errors: list[dict]) -> None:
+    """What the instructor must know beyond the scores: the walls the code ran
+    in, and the parts the grader (not the student) failed on."""
+    console.print(f"{name}: graded with {walls}", highlight=False)
+    if internal_errors:
+        console.print(f"[red]{name}: internal error in the grader, not the student's code, in part(s) "
+                      f"{', '.join(e['part'] for e in internal_errors)}: regrade them[/]", highlight=False)
 
 
 def _grade_batch(paths, out: Path, config_path, jobs, resume, as_json) -> None:
@@ -90,7 +105,7 @@ def _grade_batch(paths, out: Path, config_path, jobs, resume, as_json) -> None:
     missing = [p for p in paths if not Path(p).exists()]
     if missing:
         raise ShardlabError(f"no such file or folder: {missing[0]}")
-    errors = []
+    errors, regrade = [], []
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=as_json) as progress:
         task = progress.add_task("grading", total=len(paths))
@@ -99,9 +114,14 @@ def _grade_batch(paths, out: Path, config_path, jobs, resume, as_json) -> None:
             progress.advance(task)
             if report["status"] != "ok":
                 errors.append(name)
+            if report.get("internal_errors"):
+                regrade.append(name)
             if not skipped and not as_json:
                 shown = (f"{report['score']:g}/{report['max_score']:g}" if report["status"] == "ok"
                          else f"[red]error[/]: {report['error']}")
+                if report.get("internal_errors"):
+                    shown += (" [red](internal error in the grader, parts "
+                              f"{', '.join(e['part'] for e in report['internal_errors'])}: regrade)[/]")
                 progress.console.print(f"{name}: {shown}", highlight=False)
         results = grade_many(paths, out, config_path, jobs, resume, on_result)
     if as_json:
@@ -110,6 +130,22 @@ def _grade_batch(paths, out: Path, config_path, jobs, resume, as_json) -> None:
     else:
         console.print(f"wrote {out / 'gradebook.csv'} ({len(results)} submissions, {len(errors)} errors)",
                       highlight=False)
+        if regrade:
+            console.print(f"[red]{len(regrade)} submission(s) with internal errors in the grader (not the "
+                          f"students'): see the gradebook's internal_errors column and regrade them[/]",
+                          highlight=False)
+
+
+@cli.command()
+@config_option
+@click.option("--require", is_flag=True, help="Fail unless every wall is up, whatever the config says.")
+def walls(config_path, require):
+    """The walls this machine gives student code; fails when the course requires the full jail
+    and a wall is missing (the Gradescope image's setup.sh runs this)."""
+    from autograder.walls import current, required_walls
+    cfg = _config(config_path)
+    click.echo(current().describe())
+    required_walls(cfg, require)
 
 
 @cli.command()

@@ -5,6 +5,16 @@ Scoring: a part earns its points when every case passes (one otter test case
 per part, all or nothing). Feedback names the part, the input and the
 expected and returned values for public cases, only the kind of failure for
 hidden ones, and the misconception when a wrong value matches a known one.
+
+No false zeros: what the grader itself computes (a part's expected values,
+some from trusted multi-process reference runs) or runs (a probe's harness)
+can fail for reasons that are not the student's. Such a failure is retried
+once (reference runs), then confined to the parts it concerns: each is
+reported with `status = "internal-error"` (0 points, flagged, its feedback
+saying the grader failed, not the student's code) and listed in the report's
+`internal_errors` for the instructor to regrade; the other parts grade
+normally. Every report also says which walls isolated the student's code
+(`walls`, autograder/walls.py): lighter walls are the instructor's set-up.
 """
 from __future__ import annotations
 
@@ -14,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from autograder.errors import ShardlabError
 from autograder.gloo.probe import run_gloo
 from autograder.parts import Case, Part
 from autograder.questions import all_parts, check_points_config, part_points, questions
@@ -21,6 +32,8 @@ from autograder.sandbox import Limits, Outcome, run_calls
 from autograder.submission import open_submission
 
 MAX_FAILURES_SHOWN = 3
+REFERENCE_ATTEMPTS = 2          # a failing reference computation is retried once
+INTERNAL_ERROR = "internal-error"
 
 
 @dataclass
@@ -32,6 +45,7 @@ class PartResult:
     feedback: str
     kind: str = "auto"
     bonus: bool = False     # its points are not part of max_score
+    status: str = "ok"      # INTERNAL_ERROR: the grader failed on this part, not the student
 
 
 @dataclass
@@ -51,6 +65,8 @@ class Report:
     questions: list[QuestionResult]
     output: str = ""
     output_bytes: int = 0
+    walls: str = ""                 # how the student's code was isolated (jail.walls().describe())
+    internal_errors: list[dict] = field(default_factory=list)   # [{part, error}]: regrade these
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -77,6 +93,31 @@ def _part_cases(cfg, part_id: str) -> list[Case]:
 @lru_cache(maxsize=256)
 def _part_expected(cfg, part_id: str) -> list[list]:
     return [_part(part_id).expect(c) for c in _part_cases(cfg, part_id)]
+
+
+def _expected_or_error(cfg, part_id: str) -> tuple[list | None, str | None]:
+    """A part's expected values, the computation retried once; (None, reason)
+    when the reference still fails (the reason is for the instructor)."""
+    for _ in range(REFERENCE_ATTEMPTS):
+        try:
+            return _part_expected(cfg, part_id), None
+        except Exception as exc:        # noqa: BLE001 - any failure of ours is confined to the part
+            reason = _one_line(f"computing the expected values failed: {type(exc).__name__}: {exc}")
+    return None, reason
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[:limit - 1] + "…"
+
+
+def internal_error_result(part: Part, points: float, reason: str) -> PartResult:
+    """The part could not be graded because the grader failed: 0 points,
+    flagged, and not blamed on the student."""
+    return PartResult(part.id, part.title, 0.0, points,
+                      f"internal error in the grader, not your code: {reason}. "
+                      "This part is flagged for your instructor to regrade.",
+                      part.kind, part.bonus, status=INTERNAL_ERROR)
 
 
 def _part_plan(cfg, part_id: str) -> tuple[list[Case], list[list]]:
@@ -140,9 +181,10 @@ def score_part(part: Part, points: float, cases: list[Case], expected: list[list
 PROBES = {"calls": run_calls, "gloo": run_gloo}
 
 
-def _run_probes(root: Path, cases: dict[str, list[Case]], limits: Limits) -> tuple[dict, str, int]:
+def _run_probes(root: Path, cases: dict[str, list[Case]], limits: Limits) -> tuple[dict, dict, str, int]:
     """Run every part's calls (cases by part id), one batch per probe. Returns
-    ({(part id, case index): [Outcome]}, student output, bytes printed)."""
+    ({(part id, case index): [Outcome]}, {part id: reason} for the parts whose
+    probe itself failed (the grader's fault), student output, bytes printed)."""
     by_probe: dict[str, list] = {}
     for q in questions():
         for part in q.parts:
@@ -155,18 +197,32 @@ def _run_probes(root: Path, cases: dict[str, list[Case]], limits: Limits) -> tup
             for k, case in enumerate(cases[part.id]):
                 slices[(part.id, k)] = slice(len(calls), len(calls) + len(case.calls))
                 calls.extend(case.calls)
-        batches[probe] = (calls, slices)
+        batches[probe] = (calls, slices, parts)
     # the probes are separate sandboxes that mostly wait: run them side by side
     with ThreadPoolExecutor(max_workers=len(batches) or 1) as pool:
         runs = {probe: pool.submit(PROBES[probe], str(root), calls, limits)
-                for probe, (calls, _) in batches.items()}
-        outcomes, output, printed = {}, [], 0
-        for probe, (_, slices) in batches.items():
-            run = runs[probe].result()
+                for probe, (calls, _, _) in batches.items()}
+        outcomes, failed, output, printed = {}, {}, [], 0
+        for probe, (_, slices, parts) in batches.items():
+            try:
+                run = runs[probe].result()
+            except ShardlabError:       # the submission's (e.g. staging refused a link): one line
+                raise
+            except Exception as exc:    # noqa: BLE001 - the harness failed: its parts only
+                reason = _one_line(f"the {probe!r} harness failed: {type(exc).__name__}: {exc}")
+                failed.update({part.id: reason for part in parts})
+                continue
             outcomes.update({key: run.outcomes[s] for key, s in slices.items()})
             output.append(run.output)
             printed += run.output_bytes
-    return outcomes, "".join(output), printed
+    return outcomes, failed, "".join(output), printed
+
+
+def _score_or_error(part: Part, points: float, cases, expected, outcomes) -> PartResult:
+    try:
+        return score_part(part, points, cases, expected, outcomes)
+    except Exception as exc:            # noqa: BLE001 - a scoring bug is ours, confined to the part
+        return internal_error_result(part, points, _one_line(f"scoring failed: {type(exc).__name__}: {exc}"))
 
 
 def grade_parts(root: Path, cfg, parts: list[Part], limits: Limits = Limits()):
@@ -174,18 +230,33 @@ def grade_parts(root: Path, cfg, parts: list[Part], limits: Limits = Limits()):
     (`prepare`: the gloo fork server importing torch) begins first; the
     student's calls then run while a thread computes the expected values (the
     probes mostly wait on their sandboxes, the reference mostly computes).
+    A part whose expected values or probe fail is an internal error (see the
+    module docstring); the others grade normally.
     Returns ({part id: PartResult}, student output, bytes printed)."""
+    unstarted = {}
     for probe in {p.probe for p in parts}:
         if hasattr(PROBES[probe], "prepare"):
-            PROBES[probe].prepare(str(root), limits)
+            try:
+                PROBES[probe].prepare(str(root), limits)
+            except ShardlabError:
+                raise
+            except Exception as exc:    # noqa: BLE001 - the harness failed: its parts only
+                reason = _one_line(f"the {probe!r} harness failed to start: {type(exc).__name__}: {exc}")
+                unstarted.update({p.id: reason for p in parts if p.probe == probe})
     cases = {p.id: _part_cases(cfg, p.id) for p in parts}
     with ThreadPoolExecutor(max_workers=1) as pool:
-        expected = pool.submit(lambda: {p.id: _part_expected(cfg, p.id) for p in parts})
-        outcomes, output, printed = _run_probes(root, cases, limits)
+        expected = pool.submit(lambda: {p.id: _expected_or_error(cfg, p.id) for p in parts})
+        outcomes, failed, output, printed = _run_probes(
+            root, {pid: c for pid, c in cases.items() if pid not in unstarted}, limits)
         expected = expected.result()
-    results = {p.id: score_part(p, part_points(p, cfg), cases[p.id], expected[p.id],
-                                [outcomes[(p.id, k)] for k in range(len(cases[p.id]))])
-               for p in parts}
+    failed.update(unstarted)
+    results = {}
+    for p in parts:
+        values, reason = expected[p.id]
+        reason = reason or failed.get(p.id)
+        results[p.id] = (internal_error_result(p, part_points(p, cfg), reason) if reason else
+                         _score_or_error(p, part_points(p, cfg), cases[p.id], values,
+                                         [outcomes[(p.id, k)] for k in range(len(cases[p.id]))]))
     return results, output, printed
 
 
@@ -194,8 +265,12 @@ def grade_folder(root: Path, cfg, limits: Limits = Limits(), label: str | None =
     """Grade the submission whose assignments/ folder is under `root`; with
     `modules`, only the questions on those student modules. With a course
     secret, answers.toml is graded against the variant of `student_id`
-    (Gradescope's), else of the id in answers.toml (autograder/answers.py)."""
+    (Gradescope's), else of the id in answers.toml (autograder/answers.py).
+    Refuses (ShardlabError) when the course requires the full jail and this
+    machine lacks a wall (autograder/walls.py)."""
+    from autograder.walls import required_walls
     check_points_config(cfg)
+    walls = required_walls(cfg)
     chosen = [q for q in questions() if modules is None or q.module in modules]
     graded, output, printed = grade_parts(root, cfg, [p for q in chosen for p in q.parts if p.kind == "auto"],
                                           limits)
@@ -210,8 +285,10 @@ def grade_folder(root: Path, cfg, limits: Limits = Limits(), label: str | None =
         from autograder.answers import grade_answers
         answers = grade_answers(Path(root), cfg, student_id)
         qresults += [answers] if answers else []
+    internal = [{"part": p.id, "error": p.feedback} for q in qresults for p in q.parts
+                if p.status == INTERNAL_ERROR]
     return Report(label or str(root), sum(q.score for q in qresults), sum(q.max_score for q in qresults),
-                  qresults, output, printed)
+                  qresults, output, printed, walls.describe(), internal)
 
 
 def grade_path(path: str | Path, cfg, limits: Limits = Limits(), student_id: str | None = None) -> Report:

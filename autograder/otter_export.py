@@ -6,9 +6,17 @@ Pipeline, in order:
    engine (autograder/otter_runtime.py, which grades the submission once);
 2. the entry file, shipped in otter's `files/` so otter copies it into every
    submission as its one top-level `.py` file;
-3. a shardlab wheel built from this tree (no network, no build isolation);
+3. a shardlab wheel built from this tree (no network, no build isolation),
+   without `solutions/` or `tests/`: the answer key never travels to
+   Gradescope, and nothing at grading time imports it;
 4. `otter generate` writes the zip (run_autograder, setup.sh, environment.yml
-   with our requirements, otter_config.json, tests/, files/);
+   with our requirements, otter_config.json, tests/, files/); its setup.sh
+   gets our tail (SETUP_TAIL): once the wheel is installed, the installed
+   `reference/` package, the wheel and the course config (with its secret)
+   are made unreadable by anyone but root (the student's uid in the jail
+   must not read them even if it saw them), then `shardlab walls` probes the
+   jail's walls while the image is built, failing the build when the course
+   requires the full jail and a wall is missing (autograder/walls.py);
 5. the wheel and the course config are appended at the zip's root, i.e.
    `/autograder/source/` on Gradescope.
 
@@ -40,6 +48,7 @@ REPO = Path(__file__).resolve().parents[1]
 PYTHON_VERSION = "3.11"
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 AUTOGRADER_DIR = "/autograder"          # otter's default autograder_dir (Gradescope's)
+OTTER_ENV_NAME = "otter-env"            # the conda env otter's setup.sh creates
 OTTER_CONFIG = {
     "lang": "python",
     "plugins": ["autograder.otter_runtime.QuarantinePlugin"],
@@ -48,6 +57,17 @@ OTTER_CONFIG = {
     "show_stdout": False,
     "pdf": False,
 }
+
+# the installed package (-I: never a `reference/` folder in the working directory)
+_REFERENCE_DIR = "import os, reference; print(os.path.dirname(reference.__file__))"
+WHEEL_PACKAGES = ("reference", "autograder", "assignments", "templates")   # never solutions/, tests/
+SETUP_TAIL = f"""
+# shardlab: the answer key's ground truth and the course secret are root's alone
+SHARDLAB_REFERENCE="$(mamba run -n {OTTER_ENV_NAME} python -I -c {_REFERENCE_DIR!r} | tail -n 1)"
+chmod -R go-rwx "$SHARDLAB_REFERENCE" {AUTOGRADER_DIR}/source/{CONFIG_FILE} {AUTOGRADER_DIR}/source/shardlab-*.whl
+# shardlab: probe the jail's walls now, so a missing prerequisite fails the upload, not the grades
+mamba run -n {OTTER_ENV_NAME} shardlab walls --config {AUTOGRADER_DIR}/source/{CONFIG_FILE}
+"""
 
 ENTRY_SOURCE = '''\
 """shardlab's otter entry file: it only locates the submission.
@@ -116,7 +136,7 @@ def build_wheel(dest: Path) -> Path:
         src.mkdir()
         for name in ("pyproject.toml", "README.md"):
             shutil.copy(REPO / name, src / name)
-        for pkg in ("reference", "autograder", "solutions", "assignments", "templates"):
+        for pkg in WHEEL_PACKAGES:
             shutil.copytree(REPO / pkg, src / pkg, ignore=ignore)
         proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
                                "--no-build-isolation", "-w", str(dest), str(src)],
@@ -164,10 +184,22 @@ def build_autograder(cfg, config_text: str, out: Path) -> Path:
             otter_generate(tests_dir="tests", output_path=str(target), config="otter_config.json",
                            requirements="requirements.txt", files=[ENTRY_FILE],
                            python_version=PYTHON_VERSION, no_environment=True)
+        _append_setup_tail(target)
         with zipfile.ZipFile(target, "a") as zf:
             zf.write(wheel, arcname=wheel.name)
             zf.writestr(CONFIG_FILE, config_text)
     return target
+
+
+def _append_setup_tail(target: Path) -> None:
+    """Rewrite the zip with SETUP_TAIL at the end of otter's setup.sh."""
+    with zipfile.ZipFile(target) as zf:
+        entries = [(info, zf.read(info)) for info in zf.infolist()]
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+        for info, data in entries:
+            if info.filename == "setup.sh":
+                data = data.rstrip(b"\n") + b"\n" + SETUP_TAIL.encode()
+            zf.writestr(info, data)
 
 
 def config_text(config_path) -> str:

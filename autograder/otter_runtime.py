@@ -16,6 +16,9 @@ in otter's kernel:
    the whole submission with the shardlab engine (student code runs in its
    sandbox subprocesses); the report is kept in memory and written to
    `<autograder dir>/shardlab/report.json`; every case is answered from it.
+4. `QuarantinePlugin.after_grading` puts the report's notes in the results'
+   top-level output: the walls the code ran in, and the parts the grader
+   itself failed on (internal errors, not the student's; regrade them).
 
 Layout of a grading run (otter's): `<autograder dir>/source/` holds the
 unzipped autograder zip, `<autograder dir>/submission/` the submission and
@@ -135,9 +138,30 @@ except ImportError:   # otter is only needed when grading under otter
     AbstractOtterPlugin = object
 
 
+def grading_notes(report: dict) -> str:
+    """The submission-wide lines of otter's results (Gradescope's `output`)."""
+    if "error" in report:
+        return f"shardlab: {report['error']}"
+    lines = [f"shardlab: graded with {report.get('walls') or 'unknown walls'}."]
+    if report.get("internal_errors"):
+        lines.append("shardlab: internal error in the grader, not your code, in part(s) "
+                     f"{', '.join(e['part'] for e in report['internal_errors'])}: they are flagged "
+                     "for your instructor to regrade.")
+    return "\n".join(lines)
+
+
 class QuarantinePlugin(AbstractOtterPlugin):
     """otter plugin (listed in the zip's otter_config.json): before the kernel
-    starts, move the student's files out of its working folder."""
+    starts, move the student's files out of its working folder; after grading,
+    add the report's notes (walls, internal errors) to the results."""
 
     def before_grading(self, config):
         _quarantine(Path(self.submission_path).resolve().parent)
+
+    def after_grading(self, results):
+        report = Path(self.submission_path).resolve().parent.parent / REPORT_FILE
+        try:
+            notes = grading_notes(json.loads(report.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            notes = "shardlab: no grading report was written (see the test cases)."
+        results.set_output(notes)

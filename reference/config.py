@@ -77,6 +77,9 @@ SCHEMA: tuple[Key, ...] = (
         "bytes s of gradients DDP all-reduces per step in the bucket question (100M FP32 parameters)"),
     Key("buckets", "bandwidth", int, 10_000_000_000, "all-reduce bandwidth w in bytes/s"),
     Key("buckets", "call_overhead_us", int, 50, "overhead o of one all-reduce call, in microseconds"),
+    Key("grading", "require_jail", bool, False,
+        "refuse to grade unless every wall of the jail is up (namespaces, private root, cgroup); "
+        "false: grade with the lighter walls and say so in every report"),
 )
 
 
@@ -134,6 +137,7 @@ class CourseConfig:
     source: str = "default course (reference/course.toml)"
     secret: str = ""            # per-student variants and answers.toml grading when set
     answer_points: int = 1
+    require_jail: bool = False  # [grading]: refuse to grade without the full jail
 
 
 def _parse(data: dict, source: str) -> CourseConfig:
@@ -180,6 +184,7 @@ def _parse(data: dict, source: str) -> CourseConfig:
         source=source,
         secret=v("course", "secret"),
         answer_points=v("course", "answer_points"),
+        require_jail=v("grading", "require_jail"),
     )
 
 
