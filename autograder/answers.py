@@ -22,6 +22,7 @@ import tomllib
 from pathlib import Path
 
 from autograder.errors import ShardlabError
+from autograder.untrusted import one_line
 from autograder.grading import PartResult, QuestionResult
 from autograder.questions import questions
 from autograder.variants import check_student_id, variant_config
@@ -98,7 +99,7 @@ def _grade_section(section: str, number: int, expected: dict[str, Worked], got, 
         if value is None:
             wrong.append(f"{key}: missing")
         elif isinstance(value, bool) or not isinstance(value, numbers.Real):
-            wrong.append(f"{key}: {value!r} is not a number")
+            wrong.append(f"{key}: {one_line(repr(value), 80)} is not a number")
         elif not (value == w.value or math.isclose(value, w.value, rel_tol=RTOL)):
             wrong.append(f"{key}: {value!r} is not the value for your variant")
     right = len(expected) - len(wrong)
@@ -121,7 +122,7 @@ def grade_answers(root: Path, cfg, student_id: str | None = None) -> QuestionRes
             sid = data.get("student_id")
             student_id = check_student_id(sid, ANSWERS_FILE) if isinstance(sid, str) else None
         elif data.get("student_id") not in (None, student_id):
-            note = f" (answers.toml names {data['student_id']!r}; graded as {student_id!r})"
+            note = f" (answers.toml names {one_line(repr(data['student_id']), 80)}; graded as {student_id!r})"
     except ShardlabError as exc:
         data, student_id, why = {}, None, str(exc)
     sheet = answer_sheet(variant_config(cfg, student_id)) if student_id else answer_sheet(cfg)

@@ -23,6 +23,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
+from autograder import untrusted
+
 GRADE_TIMEOUT_SECONDS = 900
 ATTEMPTS = 2
 
@@ -69,7 +71,7 @@ def grade_in_subprocess(path: str, config_path: str | None) -> dict:
 def feedback_markdown(name: str, report: dict) -> str:
     lines = [f"# Feedback for {name}", ""]
     if report["status"] != "ok":
-        return "\n".join(lines + [f"Could not grade this submission: {report['error']}", ""])
+        return "\n".join(lines + [f"Could not grade this submission: {untrusted.markdown(report['error'])}", ""])
     lines += [f"**Score: {report['score']:g} / {report['max_score']:g}**", ""]
     if report.get("internal_errors"):
         lines += [f"**Internal error in the grader, not your code, in part(s) "
@@ -80,7 +82,7 @@ def feedback_markdown(name: str, report: dict) -> str:
         lines += [f"## Question {q['id']} — {q['title']} ({q['score']:g} / {q['max_score']:g})", ""]
         for p in q["parts"]:
             score = "manual" if p.get("kind") == "manual" else f"{p['score']:g} / {p['max_score']:g}"
-            lines.append(f"- **{p['id']} {p['title']}** ({score}): {p['feedback']}")
+            lines.append(f"- **{p['id']} {p['title']}** ({score}): {untrusted.markdown(p['feedback'])}")
         lines.append("")
     return "\n".join(lines)
 

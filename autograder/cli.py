@@ -10,6 +10,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from autograder import untrusted
 from autograder.errors import ShardlabError
 
 console = Console()
@@ -31,7 +32,7 @@ def score_table(reports) -> Table:
     table = Table(title="Scores", show_lines=False)
     table.add_column("part")
     for r in reports:
-        table.add_column(Path(r.submission).name or r.submission, justify="right")
+        table.add_column(untrusted.rich(Path(r.submission).name or r.submission), justify="right")
     first = reports[0]
     for qi, q in enumerate(first.questions):
         for pi, p in enumerate(q.parts):
@@ -81,8 +82,8 @@ def grade(paths, as_json, jobs, out_dir, resume, config_path):
         for q in r.questions:
             for p in q.parts:
                 if p.score < p.max_score:
-                    console.print(f"[yellow]{Path(r.submission).name} {p.id} {p.title}[/]: {p.feedback}",
-                                  markup=True, highlight=False)
+                    console.print(f"[yellow]{untrusted.rich(Path(r.submission).name)} {p.id} {p.title}[/]: "
+                                  f"{untrusted.rich(p.feedback)}", markup=True, highlight=False, emoji=False)
         if r.output_bytes:
             console.print(f"{Path(r.submission).name}: the submission printed {r.output_bytes:,} bytes "
                           f"(ignored by the grader).", highlight=False)
@@ -118,7 +119,7 @@ def _grade_batch(paths, out: Path, config_path, jobs, resume, as_json) -> None:
                 regrade.append(name)
             if not skipped and not as_json:
                 shown = (f"{report['score']:g}/{report['max_score']:g}" if report["status"] == "ok"
-                         else f"[red]error[/]: {report['error']}")
+                         else f"[red]error[/]: {untrusted.rich(report['error'])}")
                 if report.get("internal_errors"):
                     shown += (" [red](internal error in the grader, parts "
                               f"{', '.join(e['part'] for e in report['internal_errors'])}: regrade)[/]")
@@ -220,7 +221,7 @@ def _run_check(cfg) -> bool:
         table.add_column(col)
     for name, report, problems in rows:
         table.add_row(name, f"{report.score:g}/{report.max_score:g}",
-                      "[green]yes" if not problems else "[red]no: " + "; ".join(problems))
+                      "[green]yes" if not problems else "[red]no: " + untrusted.rich("; ".join(problems)))
     console.print(table)
     return all(not problems for _, _, problems in rows)
 

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from autograder import untrusted
 from autograder.errors import ShardlabError
 from autograder.gloo.probe import run_gloo
 from autograder.parts import Case, Part
@@ -32,6 +33,7 @@ from autograder.sandbox import Limits, Outcome, run_calls
 from autograder.submission import open_submission
 
 MAX_FAILURES_SHOWN = 3
+VALUE_CAP = 200          # a returned value echoed in a public case's feedback
 REFERENCE_ATTEMPTS = 2          # a failing reference computation is retried once
 INTERNAL_ERROR = "internal-error"
 
@@ -129,47 +131,54 @@ def _fmt(value) -> str:
     return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else repr(value)
 
 
-def _judge_case(part: Part, case: Case, expected: list, got: list[Outcome]) -> str | None:
-    """None if the case passes, else one line of feedback."""
+def _judge_case(part: Part, case: Case, expected: list, got: list[Outcome]) -> tuple[str, str, str | None] | None:
+    """None if the case passes, else (where, what, kind): the line of feedback
+    is "where: what"; kind is the failure's kind for an error (None for a
+    wrong value). The student's words (errors, returned values) appear only
+    in public cases, cleaned and capped; a hidden case says only the kind of
+    failure (autograder/untrusted.py)."""
     for call, exp, out in zip(case.calls, expected, got):
         where = call.show() if case.public else f"a hidden case of {call.function}"
         if out.error is not None:
-            return f"{where}: {out.error}"
+            kind = untrusted.failure_kind(out.error)
+            return where, untrusted.one_line(out.error) if case.public else kind, kind
         problem = part.compare.problem(exp, out.value)
         if problem is None:
             continue
-        line = f"{where}: {problem}"
+        what = untrusted.one_line(problem) if case.public else untrusted.problem_kind(problem)
         if case.public and problem == "wrong value":
-            line += f", expected {_fmt(exp)}, got {_fmt(out.value)}"
+            what += f", expected {_fmt(exp)}, got {untrusted.one_line(_fmt(out.value), VALUE_CAP)}"
         if case.note and case.public:
-            line += f" [{case.note}]"
+            what += f" [{case.note}]"
         for mis in part.misconceptions:
             try:
                 alt = mis.alt(case)
             except (ArithmeticError, ValueError):
                 continue
             if all(part.compare(a, o.value) for a, o in zip(alt, got)) and not part.compare(exp, out.value):
-                line += f" — this {mis.message}"
+                what += f" — this {mis.message}"
                 break
-        return line
+        return where, what, None
     return None
 
 
 def score_part(part: Part, points: float, cases: list[Case], expected: list[list],
                outcomes: list[list[Outcome]]) -> PartResult:
-    failures = [msg for case, exp, got in zip(cases, expected, outcomes)
-                if (msg := _judge_case(part, case, exp, got)) is not None]
-    if not failures:
+    judged = [(case, failure) for case, exp, got in zip(cases, expected, outcomes)
+              if (failure := _judge_case(part, case, exp, got)) is not None]
+    public = {what for case, (_, what, _) in judged if case.public}
+    kinds = {kind for _, (_, _, kind) in judged}
+    if not judged:
         feedback = f"All {len(cases)} cases passed."
         score = points
-    elif len({f.split(": ", 1)[-1] for f in failures}) == 1 and len(failures) > 1:
+    elif len(judged) == len(cases) > 1 and len(kinds) == 1 and None not in kinds and len(public) <= 1:
         # the same error everywhere (not implemented, import failed): say it once
-        feedback = f"All {len(cases)} cases failed: {failures[0].split(': ', 1)[-1]}"
+        feedback = f"All {len(cases)} cases failed: {next(iter(public or kinds))}"
         score = 0.0
     else:
-        shown = failures[:MAX_FAILURES_SHOWN]
-        more = len(failures) - len(shown)
-        feedback = (f"{len(failures)} of {len(cases)} cases failed. " + " | ".join(shown)
+        shown = [f"{where}: {what}" for _, (where, what, _) in judged[:MAX_FAILURES_SHOWN]]
+        more = len(judged) - len(shown)
+        feedback = (f"{len(judged)} of {len(cases)} cases failed. " + " | ".join(shown)
                     + (f" | and {more} more" if more else ""))
         score = 0.0
     return PartResult(part.id, part.title, score, points, feedback, part.kind, part.bonus)

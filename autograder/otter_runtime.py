@@ -109,19 +109,21 @@ def graded(handle: dict) -> dict:
 
 def check_part(handle: dict | None, part_id: str) -> None:
     """One otter test case: passes when the part earned its points, else
-    raises AssertionError carrying the engine's feedback for that part."""
+    raises AssertionError carrying the engine's feedback for that part,
+    escaped: Gradescope shows it as HTML (autograder/untrusted.py)."""
+    from autograder.untrusted import html
     if handle is None:
         raise AssertionError("shardlab: the entry file did not run (was it removed from the zip?)")
     if "error" in handle:
-        raise AssertionError(handle["error"])
+        raise AssertionError(html(handle["error"]))
     report = graded(handle)
     if "error" in report:
-        raise AssertionError(report["error"])
+        raise AssertionError(html(report["error"]))
     part = next((p for q in report["questions"] for p in q["parts"] if p["id"] == part_id), None)
     if part is None:
         raise AssertionError(f"shardlab: part {part_id} is not in the report (zip and engine differ)")
     if part["score"] < part["max_score"]:
-        raise AssertionError(part["feedback"])
+        raise AssertionError(html(part["feedback"]))
 
 
 def _quarantine(submission_dir: Path) -> None:

@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 
 from autograder.errors import ShardlabError
+from autograder.untrusted import one_line
 from reference import comm4d, memory
 from reference.config import BucketsConfig, CourseConfig, FsdpConfig, Mesh4D
 from reference.specs import HARDWARE, ModelConfig
@@ -77,7 +78,7 @@ def variant_config(cfg: CourseConfig, student_id: str) -> CourseConfig:
 
 def check_student_id(student_id: str, where: str) -> str:
     if not _ID.match(student_id):
-        raise ShardlabError(f"{where}: student id {student_id!r} must be 1-64 letters, digits or ._@+- "
+        raise ShardlabError(f"{where}: student id {one_line(repr(student_id), 80)} must be 1-64 letters, digits or ._@+- "
                             "(starting with a letter or digit)")
     return student_id
 

@@ -1,0 +1,149 @@
+"""Text a student can influence, on its way into feedback.
+
+A submission controls more of its feedback than it seems: exception
+messages, returned values, rank errors, file names, and, since student code
+can write to its worker's result channel, anything a worker reports. That
+text reaches a terminal (the CLI prints with rich), Markdown files (batch:
+feedback/<name>.md) and Gradescope, which shows otter's failure messages as
+HTML. Unfiltered, it could rewrite the terminal, inject links and scripts,
+drown the feedback, or (in a hidden case) carry the hidden inputs out.
+
+So untrusted text is handled twice, in one place each:
+
+- where it enters a report: `one_line` (or `block` for multi-line text)
+  drops control characters, terminal escape sequences and invisible
+  formatting characters, and caps the size, saying so with an ellipsis;
+  for a hidden case `failure_kind` and `problem_kind` say only what kind of
+  failure happened, in the grader's words;
+- where it is shown: `markdown`, `html` and `rich` escape it for the format
+  (and cap it again, since a report may come from a results file).
+"""
+from __future__ import annotations
+
+import builtins
+import html as _html
+import re
+import unicodedata
+
+LINE_CAP = 500          # one failure line of feedback
+FEEDBACK_CAP = 2000     # a part's whole feedback, as shown
+ELLIPSIS = "…"
+
+# CSI (colours, cursor moves), OSC (window titles, hyperlinks) and the other
+# two-character escapes of ECMA-48.
+_TERMINAL_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])|\x9b[0-?]*[ -/]*[@-~]")
+# control (Cc), format (Cf: zero-width and bidi overrides), surrogate (Cs:
+# undecodable bytes), private use (Co), line and paragraph separators
+_INVISIBLE = {"Cc", "Cf", "Cs", "Co", "Zl", "Zp"}
+_BREAKS = {"\n", "\r", "\t", "\v", "\f", "\x85", "\u2028", "\u2029"}
+
+
+def _visible(text: str, keep_newlines: bool, budget: int) -> str:
+    text = str(text)[: budget * 4 + 64]          # bound the work; the cap comes later
+    text = _TERMINAL_ESCAPE.sub("", text.replace("\r\n", "\n"))
+    out = []
+    for c in text:
+        if c in _BREAKS:
+            out.append("\n" if keep_newlines and c in "\n\r" else " ")
+        elif unicodedata.category(c) not in _INVISIBLE:
+            out.append(c)
+    return "".join(out)
+
+
+def cap(text: str, limit: int) -> str:
+    """At most `limit` characters; a cut text ends with an ellipsis."""
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + ELLIPSIS
+
+
+def one_line(text: str, limit: int = LINE_CAP) -> str:
+    """Untrusted text as one printable line of at most `limit` characters."""
+    return cap(" ".join(_visible(text, False, limit).split()), limit)
+
+
+def block(text: str, limit: int) -> str:
+    """Untrusted multi-line text (printed output): printable lines only."""
+    lines = [line.rstrip() for line in _visible(text, True, limit).split("\n")]
+    return cap("\n".join(lines), limit)
+
+
+# ---- escaping where feedback is shown ---------------------------------------
+
+# Feedback is one line inside a list item, so only inline markup can start
+# mid-line: emphasis, code, links and images, strikethrough, table cells,
+# math. Those characters get a backslash; the three HTML-special ones become
+# entities, so that HTML renderers see text too.
+_MARKDOWN = {ord(c): "\\" + c for c in "\\`*_[]|~$"}
+_MARKDOWN.update({ord("&"): "&amp;", ord("<"): "&lt;", ord(">"): "&gt;"})
+
+
+def markdown(text: str, limit: int = FEEDBACK_CAP) -> str:
+    """One line of untrusted text for a Markdown document: no emphasis,
+    link, heading, list, table or HTML survives as markup."""
+    return one_line(text, limit).translate(_MARKDOWN)
+
+
+def html(text: str, limit: int = FEEDBACK_CAP) -> str:
+    """One line of untrusted text for an HTML page (Gradescope's test output)."""
+    return _html.escape(one_line(text, limit), quote=False)
+
+
+def rich(text: str, limit: int = FEEDBACK_CAP) -> str:
+    """One line of untrusted text inside rich console markup."""
+    from rich.markup import escape
+    return escape(one_line(text, limit))
+
+
+# ---- hidden cases: the kind of failure, never the student's words ----------
+
+_BUILTIN_EXCEPTIONS = frozenset(name for name, value in vars(builtins).items()
+                                if isinstance(value, type) and issubclass(value, BaseException))
+_RAISED = re.compile(r"([A-Za-z_][\w.]*)(?::|\s\(|$)")
+_RANK = re.compile(r"rank (\d{1,2})(?: hung)?: ")
+_IMPORT = " failed to import: "
+
+
+def _raised(text: str) -> str:
+    """'raised ValueError' for a built-in exception; a class of the student's
+    own is not named (its name is student text too)."""
+    found = _RAISED.match(text)
+    name = found.group(1).rsplit(".", 1)[-1] if found else ""
+    if name == "TypeError" and text.startswith("TypeError: returned a ") and "not a plain number" in text:
+        return "returned a value that is not plain data"
+    return f"raised {name}" if name in _BUILTIN_EXCEPTIONS else "raised an exception"
+
+
+def failure_kind(error: str) -> str:
+    """What a hidden case may say about a failed call: a fixed phrase chosen
+    from the error's shape, with no word of the error itself."""
+    text = one_line(error, 10_000)
+    if text.startswith("not run: "):
+        return "not run: an earlier call did not finish"
+    if "did not finish" in text or "timed out" in text or _RANK.match(text) and " hung: " in text[:12]:
+        return "did not finish in time"
+    if "ended the grading process" in text or "ended its process" in text:
+        return "ended its process"
+    if "corrupted the grader's result channel" in text:
+        return "corrupted the grader's result channel"
+    if _IMPORT in text:
+        return f"failed to import ({_raised(text.split(_IMPORT, 1)[1])})"
+    rank = _RANK.match(text)
+    if rank:
+        return f"{_raised(text[rank.end():])} on rank {int(rank.group(1))}"
+    if _RAISED.match(text):
+        return _raised(text)
+    return "failed"
+
+
+_SAFE_PROBLEMS = re.compile(r"returned (?:int|float|str|bool|list|dict|NoneType), expected (?:an int|a number|a dict)"
+                            r"|returned NaN|returned None|expected None|wrong value")
+
+
+def problem_kind(problem: str) -> str:
+    """What a hidden case may say about a wrong value: the comparison's reason
+    when it is one of the fixed phrases, else only that the value is wrong
+    (other reasons may quote the returned value)."""
+    if _SAFE_PROBLEMS.fullmatch(problem):
+        return problem
+    if problem.startswith("returned keys "):
+        return "returned the wrong keys"
+    return "wrong value"
