@@ -1,0 +1,269 @@
+"""Attacks on the sandbox walls (autograder/jail.py, autograder/sandbox.py),
+each from a hostile submission that controls its whole process: reading the
+answer key by any path, escaping and outliving the sandbox, leaving files
+behind, stretching the deadline with messages. Run both in the plain-call
+sandbox and in a gloo rank's student process.
+
+Walls that need what this machine lacks (namespaces, cgroups) are skipped
+with the reason in the summary; CI runs as root and has them all."""
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from autograder import jail
+from autograder.gloo.group import GlooLimits
+from autograder.gloo.probe import run_gloo
+from autograder.gloo.seeds import grading_secret
+from autograder.parts import Call
+from autograder.sandbox import Limits, run_calls
+
+REPO = Path(__file__).resolve().parents[1]
+WALLS = jail.walls()
+needs_namespaces = pytest.mark.skipif(not WALLS.namespaces, reason=f"this machine has {WALLS.describe()}")
+needs_cgroup = pytest.mark.skipif(not WALLS.cgroup, reason=f"this machine has {WALLS.describe()}")
+
+HOSTILE = r'''
+import os, signal, subprocess, sys, threading, time, zipfile, zlib, ctypes
+
+def walk_for(markers, skip=("/proc", "/sys", "/dev")):
+    """Every readable file of the visible tree that holds a marker, in plain
+    text, inside a zip, or zlib-compressed (git objects)."""
+    markers = [m.encode() for m in markers]
+    found, seen = [], 0
+    for top, dirs, files in os.walk("/"):
+        if top.startswith(skip):
+            dirs[:] = []
+            continue
+        for name in files:
+            path = os.path.join(top, name)
+            try:
+                if os.path.islink(path) or os.path.getsize(path) > 4 << 20:
+                    continue
+                data = open(path, "rb").read()
+            except OSError:
+                continue
+            seen += 1
+            blobs = [data]
+            if data[:1] == b"x":
+                try:
+                    blobs.append(zlib.decompress(data))
+                except Exception:
+                    pass
+            if data[:2] == b"PK":
+                try:
+                    with zipfile.ZipFile(path) as z:
+                        blobs += [z.read(n) for n in z.namelist()[:2000]]
+                except Exception:
+                    pass
+            if any(m in b for m in markers for b in blobs):
+                found.append(path)
+    return [seen, found]
+
+def visible(paths):
+    return [p for p in paths if os.path.exists(p)]
+
+def outlive(marker):
+    """Detach every way there is: a new session, double fork, no parent-death
+    signal, SIGTERM ignored; a thread too."""
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            ctypes.CDLL(None).prctl(1, 0, 0, 0, 0)          # PR_SET_PDEATHSIG = 0
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)
+            os.execvp("sleep", ["sleep", "300", marker])
+        os._exit(0)
+    threading.Thread(target=time.sleep, args=(300,), daemon=False).start()
+    return "started"
+
+def leave_files(marker):
+    out = []
+    for d in ("/tmp", "/dev/shm", os.environ.get("HOME", "/tmp")):
+        try:
+            with open(os.path.join(d, marker), "w") as f:
+                f.write("left behind")
+            out.append(d)
+        except OSError:
+            pass
+    return sorted(set(out))
+
+def flood_channel():
+    """Write the grader's own protocol messages on every inherited descriptor,
+    forever, from a thread: an 'importing' line used to reset the deadline."""
+    def spam():
+        while True:
+            for fd in range(3, 64):
+                try:
+                    os.write(fd, b'{"importing": "memory"}\n')
+                except OSError:
+                    pass
+    threading.Thread(target=spam, daemon=True).start()
+    time.sleep(600)
+
+def whoami():
+    caps = [l for l in open("/proc/self/status") if l.startswith(("CapEff", "CapBnd"))]
+    return [os.getuid(), os.getpid(), caps, sorted(os.listdir("/proc"))[:3]]
+
+def neighbours():
+    """What another grading could be reached through: processes, temp dirs, sockets."""
+    pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    tmp = os.listdir("/tmp")
+    import socket
+    nets = [n for _, n in socket.if_nameindex()]
+    return [len(pids), tmp, nets]
+'''
+
+
+@pytest.fixture
+def hostile(tmp_path):
+    (tmp_path / "assignments").mkdir()
+    (tmp_path / "assignments" / "hostile.py").write_text(HOSTILE)
+    return str(tmp_path)
+
+
+def _ask(root, function, limits=Limits(call_seconds=120, import_seconds=30), **args):
+    run = run_calls(root, [Call("hostile", function, args)], limits)
+    return run.outcomes[0]
+
+
+def _ask_ranks(root, function, *args, world_size=2, seconds=20.0):
+    call = Call("hostile", "run_function", {"world_size": world_size, "function": function, "args": list(args)})
+    return run_gloo(root, [call], gloo=GlooLimits(scenario_seconds=seconds)).outcomes[0]
+
+
+def _solution_markers() -> list[str]:
+    """The longest line of the solution blocks of every solutions file (any
+    copy of a solutions body holds it), and the grading secret."""
+    markers = []
+    for path in sorted((REPO / "solutions").glob("*.py")):
+        blocks = re.findall(r"# BEGIN SOLUTION\n(.*?)# END SOLUTION", path.read_text(), re.S)
+        lines = [line.strip() for block in blocks for line in block.splitlines()]
+        if lines:
+            markers.append(max(lines, key=len))
+    markers.append(grading_secret().decode())
+    return markers
+
+
+@needs_namespaces
+def test_no_visible_file_holds_a_solution_or_the_secret(hostile):
+    markers = _solution_markers()
+    assert len(markers) == 5
+    # the markers are found where they are (the walk can see them when visible)
+    for m in markers[:-1]:
+        assert any(m in p.read_text() for p in (REPO / "solutions").glob("*.py"))
+    out = _ask(hostile, "walk_for", limits=Limits(call_seconds=240, import_seconds=30), markers=markers)
+    assert out.error is None, out.error
+    seen, found = out.value
+    assert seen > 1000                      # it really walked the interpreter and the system
+    assert found == []
+
+
+@needs_namespaces
+def test_the_grader_and_its_outputs_are_not_visible(hostile):
+    paths = [str(REPO / d) for d in ("solutions", "reference", "tests", ".git", "autograder", "shardlab-out")]
+    paths += [str(Path.home() / ".cache"), str(Path.home() / ".ssh"), str(REPO / "README.md")]
+    out = _ask(hostile, "visible", paths=paths)
+    assert out.error is None and out.value == [], out
+
+
+@needs_namespaces
+def test_student_runs_without_privileges_in_its_own_pid_namespace(hostile):
+    out = _ask(hostile, "whoami")
+    uid, pid, caps, procs = out.value
+    assert uid == (65534 if os.geteuid() == 0 else 0)          # nobody, or a user namespace's root
+    assert pid == 2                                             # PID 1 is the trusted init
+    assert all(line.split()[1] == "0" * 16 for line in caps), caps
+    assert procs[:2] == ["1", "2"]
+
+
+def _alive_with(marker: str) -> list[int]:
+    alive = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = open(f"/proc/{pid}/cmdline", "rb").read()
+            state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker.encode() in cmdline and state != "Z":
+            alive.append(int(pid))
+    return alive
+
+
+@needs_namespaces
+def test_nothing_outlives_a_plain_call(hostile):
+    marker = f"shardlab-outlive-{os.getpid()}-{time.monotonic_ns()}"
+    assert _ask(hostile, "outlive", marker=marker).value == "started"
+    time.sleep(0.1)                                          # SIGKILL delivery is asynchronous
+    assert _alive_with(marker) == []
+
+
+@needs_namespaces
+def test_nothing_outlives_a_gloo_rank(hostile):
+    marker = f"shardlab-outlive-gloo-{os.getpid()}-{time.monotonic_ns()}"
+    out = _ask_ranks(hostile, "outlive", marker)
+    assert out.error is None, out.error
+    time.sleep(0.1)
+    assert _alive_with(marker) == []
+
+
+@needs_namespaces
+def test_nothing_written_remains(hostile, tmp_path, monkeypatch):
+    """What the student wrote to /tmp or /dev/shm dies with its sandbox, and
+    the grader's own staging and group folders are gone when grading returns."""
+    grader_tmp = tmp_path / "grader-tmp"
+    grader_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(grader_tmp))
+    marker = f"shardlab-left-{os.getpid()}-{time.monotonic_ns()}"
+    assert _ask(hostile, "leave_files", marker=marker).value == ["/dev/shm", "/tmp"]
+    assert _ask_ranks(hostile, "leave_files", marker).error is None
+    for d in ("/tmp", "/dev/shm", str(Path.home())):
+        assert not os.path.exists(os.path.join(d, marker))
+    assert os.listdir(grader_tmp) == []
+
+
+@needs_namespaces
+def test_messages_do_not_extend_the_deadline(hostile):
+    start = time.monotonic()
+    out = _ask(hostile, "flood_channel", limits=Limits(call_seconds=2, import_seconds=10))
+    assert out.error and ("did not finish" in out.error or "corrupted" in out.error), out
+    assert time.monotonic() - start < 12
+
+
+@needs_namespaces
+def test_a_sandbox_reaches_no_neighbour(hostile):
+    """Own PID namespace (two processes: init and itself), a private /tmp,
+    no network interface up but an unconfigured loopback."""
+    out = _ask(hostile, "neighbours")
+    nprocs, tmp, nets = out.value
+    assert nprocs <= 3 and tmp == [] and nets == ["lo"]
+    ranks = _ask_ranks(hostile, "neighbours")
+    assert ranks.error is None
+    for rank in ranks.value:
+        assert rank["value"][0] <= 3 and rank["value"][1] == []
+
+
+@needs_cgroup
+def test_memory_of_a_whole_sandbox_is_bounded(tmp_path):
+    """Many processes each under the address-space limit: the cgroup bounds their sum."""
+    (tmp_path / "assignments").mkdir()
+    (tmp_path / "assignments" / "hog.py").write_text(
+        "import os, time\n"
+        "def hog(n):\n"
+        "    for _ in range(n):\n"
+        "        if os.fork() == 0:\n"
+        "            b = bytearray(700 << 20)\n"
+        "            for i in range(0, len(b), 4096): b[i] = 1\n"
+        "            time.sleep(30)\n"
+        "            os._exit(0)\n"
+        "    time.sleep(30)\n")
+    start = time.monotonic()
+    run = run_calls(str(tmp_path), [Call("hog", "hog", {"n": 8})],
+                    Limits(call_seconds=8, sandbox_memory_bytes=1 << 30))
+    assert run.outcomes[0].error                       # killed (OOM) or out of time, never 5.6 GB
+    assert time.monotonic() - start < 20
