@@ -42,17 +42,26 @@ _IGNORED_DIRS = {"tests", "__MACOSX", "__pycache__"}
 _reports: dict[str, dict] = {}
 
 
+def _reached_without_links(folder: Path, path: Path) -> bool:
+    """No symlink between `folder` and `path`: a link in the upload must not
+    lead the grader to a folder or zip elsewhere (autograder/staging.py)."""
+    parts = path.relative_to(folder).parts
+    return not any(folder.joinpath(*parts[:i]).is_symlink() for i in range(1, len(parts) + 1))
+
+
 def _find_assignments(folder: Path) -> Path | None:
     """The folder holding assignments/: `folder` itself or one subfolder at
-    most two levels down; a single zip in `folder` is unpacked next to it."""
-    if (folder / "assignments").is_dir():
+    most two levels down; a single zip in `folder` is unpacked next to it.
+    A linked assignments/ is found, and then refused by name when staged."""
+    if os.path.lexists(folder / "assignments"):
         return folder
     found = [p.parent for p in folder.glob("*/assignments") if p.is_dir()]
     found += [p.parent for p in folder.glob("*/*/assignments") if p.is_dir()]
-    found = [p for p in found if not set(p.relative_to(folder).parts) & _IGNORED_DIRS]
+    found = [p for p in found if not set(p.relative_to(folder).parts) & _IGNORED_DIRS
+             and _reached_without_links(folder, p)]
     if len(found) == 1:
         return found[0]
-    zips = list(folder.glob("*.zip"))
+    zips = [z for z in folder.glob("*.zip") if not z.is_symlink()]
     if not found and len(zips) == 1:
         from autograder.submission import open_submission   # its size and path checks
         target = folder / "_unzipped"

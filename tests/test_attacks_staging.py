@@ -228,6 +228,27 @@ def test_a_symlinked_subfolder_is_not_a_candidate(tmp_path):
     assert "holds no assignments/ folder" in str(refused.value)
 
 
+def test_gradescope_upload_links_lead_nowhere(tmp_path, outside):
+    """On Gradescope the upload arrives unpacked; otter_runtime looks for
+    assignments/ two levels down and for a lone zip. A linked subfolder (to
+    the repo, which holds assignments/) or a linked zip is not followed, and
+    a linked assignments/ is refused by name when graded."""
+    from autograder import otter_runtime
+    upload = tmp_path / "upload"
+    (upload / "work").mkdir(parents=True)
+    (upload / "work" / "repo").symlink_to(SOLUTIONS.parent, target_is_directory=True)
+    assert otter_runtime._find_assignments(upload) is None
+    zipped = shutil.make_archive(str(tmp_path / "honest"), "zip", _folder(tmp_path))
+    (upload / "work.zip").symlink_to(zipped)
+    assert otter_runtime._find_assignments(upload) is None
+    (upload / "assignments").symlink_to(SOLUTIONS, target_is_directory=True)
+    root = otter_runtime._find_assignments(upload)
+    with pytest.raises(ShardlabError) as refused:
+        with open_submission(root):
+            pass
+    _one_line_naming(str(refused.value), "assignments")
+
+
 # ---- what an honest submission gets ----------------------------------------
 
 def test_stage_copies_plain_files_readable_by_the_sandbox(tmp_path):
