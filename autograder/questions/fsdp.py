@@ -188,17 +188,30 @@ def _fully_shard(case):
 
 
 def _storage_budget(case):
-    """Σ ceil(P_u / p) over units, plus what is never sharded (frozen weights, buffers)."""
+    """Σ ceil(P_u / p) over units, plus what is never sharded (frozen weights,
+    buffers); and the number of units, each of which must be gathered in
+    every forward for the count to mean anything."""
     from reference.toy_models import build_model
     p = _args(case)["world_size"]
     model = build_model(MODEL, 0)
     fixed = sum(t.numel() for t in model.parameters() if not t.requires_grad)
     fixed += sum(b.numel() for b in model.buffers())
-    return [sum(math.ceil(n / p) for n in _units()) + fixed]
+    return [dict(budget=sum(math.ceil(n / p) for n in _units()) + fixed, units=len(_units()))]
 
 
-def _check_storage(budget: int, stored) -> str | None:
-    if not isinstance(stored, int):
+def _check_storage(expected: dict, value: dict) -> str | None:
+    """The stored count is the student's process's claim (docs/trust.md): it
+    counts only when the trusted trace shows every unit's weights gathered
+    in every forward, which a rank that keeps its full weights has no need of."""
+    stored, budget = value.get("stored"), expected["budget"]
+    for k, events in enumerate(value.get("steps") or [], start=1):
+        gathers = sum(1 for e in events if e[0] in GATHERS and e[1] == "forward")
+        if gathers < expected["units"]:
+            return (f"step {k}: {gathers} all-gather(s) in forward for {expected['units']} units: a sharded "
+                    f"rank must gather each unit's weights before using them")
+    if not value.get("steps"):
+        return "no training step was observed"
+    if not isinstance(stored, int) or isinstance(stored, bool):
         return "stored no measurable tensors"
     if stored <= budget:
         return None
@@ -272,7 +285,7 @@ RUN_PARTS = (
                                             "divide the reduce-scattered gradient by the world size",
                                             lambda case: _single_process(case, _args(case)["world_size"])),),
               function="FSDP"),
-    _run_part("2.8", "sharded storage", 2, RankCheck(_check_storage, "stored"), _storage_budget,
+    _run_part("2.8", "sharded storage", 2, RankCheck(_check_storage), _storage_budget,
               "between steps each rank keeps at most ceil(P/p) parameter elements per unit "
               "(measured from the tensors reachable from the FSDP object)"),
     _run_part("2.9", "collectives and volume", 3, RankCheck(_check_collectives, "steps"), _expected_collectives,
