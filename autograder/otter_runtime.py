@@ -150,9 +150,11 @@ except ImportError:   # otter is only needed when grading under otter
 
 
 def grading_notes(report: dict) -> str:
-    """The submission-wide lines of otter's results (Gradescope's `output`)."""
+    """The submission-wide lines of otter's results (Gradescope's `output`,
+    shown as HTML: the error may name a student's file, so it is escaped)."""
+    from autograder.untrusted import html
     if "error" in report:
-        return f"shardlab: {report['error']}"
+        return f"shardlab: {html(report['error'])}"
     lines = [f"shardlab: graded with {report.get('walls') or 'unknown walls'}."]
     if report.get("internal_errors"):
         lines.append("shardlab: internal error in the grader, not your code, in part(s) "

@@ -184,6 +184,12 @@ def test_otter_failure_message_is_html_escaped(evil_report, monkeypatch):
     _clean(message)
 
 
+def test_gradescope_output_escapes_a_refusal_naming_a_students_file():
+    notes = otter_runtime.grading_notes({"error": "submission refused: assignments/<img src=x onerror=alert(1)> "
+                                                  "is a symbolic link"})
+    assert "<img" not in notes and "&lt;img" in notes
+
+
 def test_sanitisers():
     assert untrusted.one_line("a\r\nb\tc\x1b[31md\x1b[0m\x00e\u202ef") == "a b cdef"
     assert untrusted.one_line("x" * 10, 5) == "xxxx…"
