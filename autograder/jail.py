@@ -542,11 +542,5 @@ def walls() -> Walls:
 def stage(root: str | Path, into: Path) -> Path:
     """A copy of the submission's assignments/ that the sandbox can read
     (autograder/staging.py: never follows links)."""
-    try:
-        from autograder.staging import stage as stage_without_links
-    except ImportError:                     # TEMPORARY until staging.py lands
-        import shutil
-        shutil.copytree(Path(root) / "assignments", into / "assignments", symlinks=True)
-        os.chmod(into, 0o755)
-        return into
+    from autograder.staging import stage as stage_without_links
     return stage_without_links(Path(root), into)

@@ -1,7 +1,7 @@
 """The jail policy: whether this course may be graded with the walls this
 machine has.
 
-A missing jail prerequisite (`unshare`, `ip`, namespaces, cgroups) is the
+A missing jail prerequisite (namespaces, user namespaces, cgroups) is the
 instructor's set-up, never the student's fault. autograder/jail.py finds
 what is missing once per process (`jail.walls()`); this module applies the
 course's choice, `[grading] require_jail` in the course config:

@@ -2,16 +2,20 @@
 (autograder/gloo/probe.py runs them for the grading engine.)
 
 One fork server per submission (it has imported torch, nothing else runs in
-it); per world size one worker group of ranks forked from it, reused by every
-scenario of that submission. Each group rendezvouses through a FileStore in a
-fresh private temp dir (no ports; a stale store file can hang a rank, so a
-dir is never reused) and talks to the grader over a Unix socket in that dir.
+it), in the submission's sandbox (`sandbox.Sandbox`: the staged copy and a
+cgroup killed whole at the end); per world size one worker group of ranks
+forked from it, reused by every scenario of that submission. Each rank is a
+trusted process plus the student's walled-in process (autograder/gloo/worker.py,
+docs/trust.md). The trusted processes rendezvous through a FileStore in a
+fresh temp dir that only the grader can enter (no ports; a stale store file
+can hang a rank, so a dir is never reused) and talk to the grader over a
+Unix socket in that dir.
 
 Failing fast: every collective has a short timeout (`GlooLimits`), torch
 checks collective fingerprints (TORCH_DISTRIBUTED_DEBUG=DETAIL turns a
 mismatched collective into an error instead of a hang or an abort), and the
-grader enforces a wall-clock deadline per scenario, then kills the group's
-whole process group. A scenario that fails in any way (an exception on a
+grader enforces an absolute deadline per scenario (no message extends it),
+then kills the group. A scenario that fails in any way (an exception on a
 rank, a timeout, a rank that died) costs the group: the caller kills it and
 asks for a fresh one, unless every rank failed before its first collective.
 
