@@ -267,3 +267,57 @@ def test_memory_of_a_whole_sandbox_is_bounded(tmp_path):
                     Limits(call_seconds=8, sandbox_memory_bytes=1 << 30))
     assert run.outcomes[0].error                       # killed (OOM) or out of time, never 5.6 GB
     assert time.monotonic() - start < 20
+
+
+NEIGHBOUR = r'''
+import os, signal, socket, threading, time
+
+def _disturb():
+    """Everything an escaped worker used to do to its neighbours in a batch."""
+    for _ in range(40):
+        try:
+            os.kill(-1, signal.SIGKILL)                  # every process it can see
+        except OSError:
+            pass
+        for top in ("/tmp", "/dev/shm"):
+            for name in os.listdir(top):
+                path = os.path.join(top, name, "ctl.sock")
+                try:
+                    s = socket.socket(socket.AF_UNIX)
+                    s.connect(path)
+                    s.sendall(b'{"error": "rank 0: pwned", "collectives": 1}\n')
+                except OSError:
+                    pass
+        time.sleep(0.1)
+
+if os.fork() == 0:
+    os.setsid()
+    _disturb()
+    os._exit(0)
+threading.Thread(target=_disturb, daemon=True).start()
+'''
+
+
+@needs_namespaces
+def test_an_attacker_in_a_batch_harms_no_neighbour(tmp_path):
+    """An attacker beside two copies of the solutions (--jobs 2): both copies
+    get full marks."""
+    import csv
+    import shutil
+    import subprocess
+    import sys
+    for name in ("honest1", "attacker", "honest2"):
+        shutil.copytree(REPO / "solutions", tmp_path / name / "assignments",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    for module in ("memory", "fsdp", "buckets", "comm4d"):
+        path = tmp_path / "attacker" / "assignments" / f"{module}.py"
+        path.write_text(NEIGHBOUR + path.read_text())
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "autograder.cli", "grade", *(str(tmp_path / n) for n in
+                        ("honest1", "attacker", "honest2")), "--jobs", "2", "--out", str(out)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    rows = {row["submission"]: row for row in csv.DictReader((out / "gradebook.csv").open())}
+    for name in ("honest1", "honest2"):
+        assert rows[name]["status"] == "ok", rows[name]
+        assert float(rows[name]["total"]) >= float(rows[name]["max_score"]), rows[name]
