@@ -124,6 +124,7 @@ def test_otter_run_matches_shardlab_grade(autograder_zip, tmp_path, which):
         submission = _zip_folder(root, tmp_path / f"{which}.zip", extra)
     ours = _shardlab_grade(submission)
     results = _otter_results(autograder_zip, submission, tmp_path / "otter")
+    assert results["output"] == f"shardlab: graded with {ours['walls']}."   # the plugin's notes
 
     # bonus parts: shardlab's max_score leaves their points out, otter's maximum counts them
     bonus = {q["id"]: sum(p["max_score"] for p in q["parts"] if p.get("bonus")) for q in ours["questions"]}
