@@ -271,8 +271,11 @@ def bench_buckets(out_dir, submission, repeats):
     from autograder.bench.buckets import BUCKET_MB, run
     from autograder.submission import open_submission
     with contextlib.ExitStack() as stack:
-        root = (stack.enter_context(open_submission(submission)) if submission
-                else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="shardlab-bench-"))))
+        if submission:
+            root = stack.enter_context(open_submission(submission))
+        else:                       # the reference's run: an empty submission to stage
+            root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="shardlab-bench-")))
+            (root / "assignments").mkdir()
         with Progress(console=console, transient=True) as progress:
             task = progress.add_task("all-reduce sweep, baseline step, bucket sizes", total=2 + len(BUCKET_MB))
             summary = run(Path(out_dir), root, "student" if submission else "reference", repeats,

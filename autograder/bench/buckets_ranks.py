@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from autograder.gloo.scenarios import Context, scenario
+from autograder.gloo.scenarios import Scenario, register
 from reference.buckets_ddp import BucketedDDP as ReferenceDDP
 
 
@@ -42,32 +42,50 @@ def _median_seconds(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
-@scenario("bench_allreduce")
-def bench_allreduce(ctx: Context, world_size: int, sizes: list[int], repeats: int) -> list[float]:
-    out = []
-    for nbytes in sizes:
-        x = torch.ones(nbytes // 4)                 # FP32
-        out.append(_median_seconds(lambda: dist.all_reduce(x), repeats))
-    return out
+@register
+class BenchAllReduce(Scenario):
+    """Timed in the ranks' trusted processes: gloo's own all-reduce."""
+
+    name = "bench_allreduce"
+
+    def prepare(self, rank, world_size: int, sizes: list[int], repeats: int):
+        out = []
+        for nbytes in sizes:
+            x = torch.ones(nbytes // 4)                 # FP32
+            out.append(_median_seconds(lambda: dist.all_reduce(x), repeats))
+        rank.memo["seconds"] = out
+        return {}, {}
+
+    def student(self, ctx, tensors):
+        return None
+
+    def report(self, rank, result, **args):
+        return rank.memo["seconds"]
 
 
-@scenario("bench_ddp_step")
-def bench_ddp_step(ctx: Context, world_size: int, width: int, depth: int, rows: int,
-                   bucket_size_mb: float, repeats: int, impl: str) -> float:
-    model = wide_mlp(width, depth)
-    gen = torch.Generator().manual_seed(ctx.rank)
-    x, y = torch.randn(rows, width, generator=gen), torch.randn(rows, width, generator=gen)
-    if bucket_size_mb > 0:
-        cls = ctx.student().BucketedDDP if impl == "student" else ReferenceDDP
-        wrapped = cls(model, bucket_size_mb)
-        finish = wrapped.finish_gradient_synchronization
-    else:
-        wrapped, finish = model, (lambda: None)
+@register
+class BenchDdpStep(Scenario):
+    """Timed in the student's process, whose all-reduces go through its
+    rank's trusted process (as when grading)."""
 
-    def step():
-        nn.functional.mse_loss(wrapped(x), y).backward()
-        finish()
-        for p in model.parameters():
-            p.grad = None
+    name = "bench_ddp_step"
 
-    return _median_seconds(step, repeats)
+    def student(self, ctx, tensors, world_size: int, width: int, depth: int, rows: int,
+                bucket_size_mb: float, repeats: int, impl: str) -> float:
+        model = wide_mlp(width, depth)
+        gen = torch.Generator().manual_seed(ctx.rank)
+        x, y = torch.randn(rows, width, generator=gen), torch.randn(rows, width, generator=gen)
+        if bucket_size_mb > 0:
+            cls = ctx.student().BucketedDDP if impl == "student" else ReferenceDDP
+            wrapped = cls(model, bucket_size_mb)
+            finish = wrapped.finish_gradient_synchronization
+        else:
+            wrapped, finish = model, (lambda: None)
+
+        def step():
+            nn.functional.mse_loss(wrapped(x), y).backward()
+            finish()
+            for p in model.parameters():
+                p.grad = None
+
+        return _median_seconds(step, repeats)
