@@ -167,6 +167,11 @@ def _bind(source_fd_path: str, new_root: str, path: Path, like: str) -> None:
 
 def _build_root(new_root: str, sources: dict[Path, int], submission_fd: int | None,
                 filtered: dict[Path, list[tuple[str, int]]]) -> None:
+    # the private tmpfs first: an allowed path under /tmp (a checkout's venv)
+    # is then bound inside it instead of being hidden by it
+    for d, size in (("/tmp", "64m"), ("/dev/shm", "64m")):
+        os.makedirs(new_root + d, mode=0o755, exist_ok=True)
+        _mount("tmpfs", new_root + d, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={size}")
     for path, fd in sources.items():
         if os.path.islink(str(path)):                   # /bin -> usr/bin on merged-/usr systems
             target = new_root + str(path)
@@ -182,9 +187,6 @@ def _build_root(new_root: str, sources: dict[Path, int], submission_fd: int | No
         _mount(None, target, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     if submission_fd is not None:
         _bind(f"/proc/self/fd/{submission_fd}", new_root, Path(SUBMISSION), f"/proc/self/fd/{submission_fd}")
-    for d, size in (("/tmp", "64m"), ("/dev/shm", "64m")):
-        os.makedirs(new_root + d, mode=0o755, exist_ok=True)
-        _mount("tmpfs", new_root + d, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={size}")
     for dev in ("null", "zero", "full", "random", "urandom"):
         _bind(f"/dev/{dev}", new_root, Path("/dev") / dev, f"/dev/{dev}")
     for name, to in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),

@@ -239,13 +239,16 @@ def test_messages_do_not_extend_the_deadline(hostile):
 def test_a_sandbox_reaches_no_neighbour(hostile):
     """Own PID namespace (two processes: init and itself), a private /tmp,
     no network interface up but an unconfigured loopback."""
+    import sys
+    # an interpreter that lives under /tmp (a CI checkout's venv) is bound there, read-only
+    interpreter = {Path(p).parts[2] for p in (sys.prefix, sys.base_prefix) if Path(p).parts[1:2] == ("tmp",)}
     out = _ask(hostile, "neighbours")
     nprocs, tmp, nets = out.value
-    assert nprocs <= 3 and tmp == [] and nets == ["lo"]
+    assert nprocs <= 3 and set(tmp) <= interpreter and nets == ["lo"]
     ranks = _ask_ranks(hostile, "neighbours")
     assert ranks.error is None
     for rank in ranks.value:
-        assert rank["value"][0] <= 3 and rank["value"][1] == []
+        assert rank["value"][0] <= 3 and set(rank["value"][1]) <= interpreter
 
 
 @needs_cgroup
