@@ -40,6 +40,7 @@ import ctypes
 import errno
 import os
 import pwd
+import resource
 import select
 import signal
 import stat
@@ -231,11 +232,16 @@ def _drop_privileges(as_root: bool) -> None:
 
 
 def _close_fds(keep: set[int]) -> None:
-    for fd in sorted(int(f) for f in os.listdir("/proc/self/fd") if int(f) not in keep):
-        try:
-            os.close(fd)
-        except OSError:
-            pass
+    """Close every descriptor but `keep`. Not through /proc: pivot_root moves
+    the root of every process in the mount namespace, the waiting caller's
+    too, and the new /proc does not show it."""
+    top = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    top = top if 0 < top < 1 << 20 else 1 << 16
+    start = 0
+    for fd in sorted(keep) + [top]:
+        if fd > start:              # os.closerange(n, n) would close everything from n up
+            os.closerange(start, fd)
+        start = fd + 1
 
 
 def _write(path: str, text: str) -> None:
