@@ -87,14 +87,14 @@ def _part(part_id: str) -> Part:
 
 
 @lru_cache(maxsize=256)
-def _part_cases(cfg, part_id: str) -> list[Case]:
+def part_cases(cfg, part_id: str) -> list[Case]:
     part = _part(part_id)
     return part.cases(cfg, part_rng(cfg, part))
 
 
 @lru_cache(maxsize=256)
 def _part_expected(cfg, part_id: str) -> list[list]:
-    return [_part(part_id).expect(c) for c in _part_cases(cfg, part_id)]
+    return [_part(part_id).expect(c) for c in part_cases(cfg, part_id)]
 
 
 def _expected_or_error(cfg, part_id: str) -> tuple[list | None, str | None]:
@@ -124,7 +124,7 @@ def internal_error_result(part: Part, points: float, reason: str) -> PartResult:
 
 def _part_plan(cfg, part_id: str) -> tuple[list[Case], list[list]]:
     """A part's cases and their expected values for this course (computed once)."""
-    return _part_cases(cfg, part_id), _part_expected(cfg, part_id)
+    return part_cases(cfg, part_id), _part_expected(cfg, part_id)
 
 
 def _fmt(value) -> str:
@@ -252,7 +252,7 @@ def grade_parts(root: Path, cfg, parts: list[Part], limits: Limits = Limits()):
             except Exception as exc:    # noqa: BLE001 - the harness failed: its parts only
                 reason = _one_line(f"the {probe!r} harness failed to start: {type(exc).__name__}: {exc}")
                 unstarted.update({p.id: reason for p in parts if p.probe == probe})
-    cases = {p.id: _part_cases(cfg, p.id) for p in parts}
+    cases = {p.id: part_cases(cfg, p.id) for p in parts}
     with ThreadPoolExecutor(max_workers=1) as pool:
         expected = pool.submit(lambda: {p.id: _expected_or_error(cfg, p.id) for p in parts})
         outcomes, failed, output, printed = _run_probes(

@@ -154,12 +154,12 @@ def build_autograder(cfg, config_text: str, out: Path) -> Path:
     from otter.generate import main as otter_generate
     from otter.utils import chdir
     from autograder.answers import otter_question
-    from autograder.grading import _part_cases
+    from autograder.grading import part_cases
 
     out.mkdir(parents=True, exist_ok=True)
     target = (out / "autograder.zip").resolve()
     # visibility needs only the cases, not the (sometimes costly) expected values
-    plan = {p.id: (_part_cases(cfg, p.id), None) for q in questions() for p in q.parts if p.kind == "auto"}
+    plan = {p.id: (part_cases(cfg, p.id), None) for q in questions() for p in q.parts if p.kind == "auto"}
     graded = list(questions())
     answers = otter_question(cfg)      # with a course secret: answers.toml, per student variant
     if answers:

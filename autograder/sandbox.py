@@ -55,7 +55,7 @@ class SandboxRun:
     notes: list[str] = field(default_factory=list)
 
 
-class _CappedReader(threading.Thread):
+class CappedReader(threading.Thread):
     """Drains the student's output so it can never block; keeps the first cap bytes."""
 
     def __init__(self, stream, sink: bytearray, counter: list[int]):
@@ -77,7 +77,7 @@ def worker_env(**extra: str) -> dict[str, str]:
             "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", **extra}
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def kill_group(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -154,7 +154,7 @@ def _one_worker(box, calls, pending, outcomes, limits, output, printed) -> None:
     )
     os.close(write_fd)
     box.admit(proc.pid)              # before the request: no student code has run yet
-    reader = _CappedReader(proc.stdout, output, printed)
+    reader = CappedReader(proc.stdout, output, printed)
     reader.start()
     try:
         proc.stdin.write(json.dumps(request).encode())
@@ -187,14 +187,14 @@ def _watch(proc, read_fd, calls, pending, outcomes, limits) -> None:
     expect_next = 0                          # the next call the worker may start or answer
 
     def corrupted():
-        _kill_group(proc)
+        kill_group(proc)
         _blame(calls, pending, outcomes, current, importing, "corrupted the grader's result channel", limits)
 
     try:
         while True:
             timeout = deadline - time.monotonic()
             if timeout <= 0 or not sel.select(timeout):
-                _kill_group(proc)
+                kill_group(proc)
                 _blame(calls, pending, outcomes, current, importing, "timed out", limits)
                 return
             chunk = os.read(read_fd, 65536)
@@ -202,7 +202,7 @@ def _watch(proc, read_fd, calls, pending, outcomes, limits) -> None:
                 try:
                     code = proc.wait(timeout=max(0.1, min(2.0, overall - time.monotonic())))
                 except subprocess.TimeoutExpired:
-                    _kill_group(proc)
+                    kill_group(proc)
                     code = proc.returncode
                 if any(outcomes[i] is None for i in pending):
                     why = f"ended the grading process (exit status {code})"
@@ -248,7 +248,7 @@ def _watch(proc, read_fd, calls, pending, outcomes, limits) -> None:
         sel.close()
         os.close(read_fd)
         if proc.poll() is None:
-            _kill_group(proc)
+            kill_group(proc)
 
 
 def _blame(calls, pending, outcomes, current, importing, why, limits) -> None:

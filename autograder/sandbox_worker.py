@@ -22,7 +22,7 @@ import types
 BLOCKED = ("reference", "solutions", "autograder")
 
 
-class _BlockAnswerKey(importlib.abc.MetaPathFinder):
+class BlockAnswerKey(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in BLOCKED:
             raise ImportError(f"importing {name!r} is not allowed in a submission")
@@ -49,7 +49,7 @@ def plain(value, depth=0):
                     f"which is not a plain number")
 
 
-def _load_package(root: str) -> None:
+def load_submission_package(root: str) -> None:
     """Make `assignments` the submission's folder, whatever else is installed."""
     folder = os.path.join(root, "assignments")
     pkg = types.ModuleType("assignments")
@@ -59,7 +59,7 @@ def _load_package(root: str) -> None:
     sys.path[:0] = [root, folder]
 
 
-def _import(module: str):
+def import_student_module(module: str):
     name = f"assignments.{module}"
     if name in sys.modules:
         return sys.modules[name]
@@ -77,7 +77,7 @@ def _import(module: str):
     return mod
 
 
-def _describe(exc: BaseException) -> str:
+def describe_exception(exc: BaseException) -> str:
     """The exception and the student's innermost frame, one line."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if "assignments" in f.filename]
     where = f" (assignments/{os.path.basename(frames[-1].filename)}, line {frames[-1].lineno})" if frames else ""
@@ -95,7 +95,7 @@ def lock_down(request: dict) -> str:
         limit = request["memory_bytes"]
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    sys.meta_path.insert(0, _BlockAnswerKey())
+    sys.meta_path.insert(0, BlockAnswerKey())
     return jail.SUBMISSION if request["namespaces"] else request["root"]
 
 
@@ -106,7 +106,7 @@ def main() -> None:
     def send(**msg):
         results.write(json.dumps(msg) + "\n")
 
-    _load_package(lock_down(request))
+    load_submission_package(lock_down(request))
 
     failed_modules: dict[str, str] = {}
     for i, call in enumerate(request["calls"]):
@@ -117,9 +117,9 @@ def main() -> None:
         try:
             if f"assignments.{module}" not in sys.modules:
                 send(importing=module)
-            mod = _import(module)
+            mod = import_student_module(module)
         except BaseException as exc:  # noqa: BLE001 - any failure of student code is a result
-            failed_modules[module] = f"assignments/{module}.py failed to import: {_describe(exc)}"
+            failed_modules[module] = f"assignments/{module}.py failed to import: {describe_exception(exc)}"
             send(done=i, error=failed_modules[module])
             continue
         send(start=i)
@@ -129,7 +129,7 @@ def main() -> None:
                 raise AttributeError(f"assignments/{module}.py has no function {function}")
             send(done=i, value=plain(fn(*args)))
         except BaseException as exc:  # noqa: BLE001
-            send(done=i, error=_describe(exc))
+            send(done=i, error=describe_exception(exc))
     results.close()
     os._exit(0)  # skip interpreter teardown: student atexit hooks must not run after results
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.parts import Call
-from autograder.sandbox import Limits, Outcome, Sandbox, _CappedReader, _kill_group, worker_env
+from autograder.sandbox import Limits, Outcome, Sandbox, CappedReader, kill_group, worker_env
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ class ForkServer:
         os.close(write_fd)
         self.box.admit(self.proc.pid)          # before anything is forked from it
         self.results = os.fdopen(read_fd, "rb")
-        self.reader = _CappedReader(self.proc.stdout, self.output, self.printed)
+        self.reader = CappedReader(self.proc.stdout, self.output, self.printed)
         self.reader.start()
         self.proc.stdin.write((json.dumps({"result_fd": write_fd, "modules": list(modules)}) + "\n").encode())
         self.proc.stdin.flush()
@@ -135,7 +135,7 @@ class ForkServer:
         for group in self.groups:
             group.kill()
         if self.proc.poll() is None:
-            _kill_group(self.proc)
+            kill_group(self.proc)
         self.box.close()                       # the cgroup dies whole: nothing the students started survives
         self.reader.join(timeout=5)
         self.results.close()
