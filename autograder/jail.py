@@ -94,7 +94,8 @@ def _prctl(option: int, arg: int, what: str) -> None:
 # ---- the allow-list ----------------------------------------------------------------
 
 
-def _grader_entries() -> set[str]:
+@lru_cache(maxsize=1)
+def grader_entries() -> frozenset[str]:
     """Top-level site-packages names that belong to the grader's distribution
     (its packages, dist-info, editable-install hooks)."""
     names = set(GRADER_PACKAGES)
@@ -104,14 +105,15 @@ def _grader_entries() -> set[str]:
             names.add(f.parts[0])
     except Exception:  # noqa: BLE001 - not installed as a distribution (running from a tree)
         pass
-    return names
+    return frozenset(names)
 
 
 def _site_dirs() -> list[Path]:
     return sorted({Path(p).resolve() for p in sys.path if p and Path(p).is_dir()})
 
 
-def allowed_paths() -> list[Path]:
+@lru_cache(maxsize=1)
+def allowed_paths() -> tuple[Path, ...]:
     """Everything the student's process may see besides /proc, /dev, /tmp and
     the submission: the system's programs and libraries, a few files of
     /etc, the interpreter's prefixes (site-packages are filtered later)."""
@@ -121,12 +123,12 @@ def allowed_paths() -> list[Path]:
     prefixes = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(),
                 Path(sys.executable).resolve().parent}
     prefixes = {p for p in prefixes if not any(q != p and p.is_relative_to(q) for q in prefixes)}
-    return [p for p in system + etc + sorted(prefixes) if os.path.lexists(p)]
+    return tuple(p for p in system + etc + sorted(prefixes) if os.path.lexists(p))
 
 
 def _filtered_site_dirs() -> dict[Path, list[str]]:
     """site-packages folders holding grader entries -> the entries to keep."""
-    grader = _grader_entries()
+    grader = grader_entries()
     out = {}
     for d in _site_dirs():
         entries = os.listdir(d)
@@ -281,8 +283,8 @@ def confine(submission: str | None, keep: tuple[int, ...], namespaces: bool) -> 
         os._exit(137)
     # open everything the root needs in the new mount namespace (a bind source
     # must belong to it), before the tmpfs over /tmp hides what lies there
-    sources = {p: os.open(str(p), os.O_PATH | os.O_NOFOLLOW) for p in allowed_paths() if not os.path.islink(p)}
-    sources.update({p: -1 for p in allowed_paths() if os.path.islink(p)})
+    sources = {p: -1 if os.path.islink(p) else os.open(str(p), os.O_PATH | os.O_NOFOLLOW)
+               for p in allowed_paths()}
     filtered = {d: [(e, os.open(str(d / e), os.O_PATH | os.O_NOFOLLOW)) for e in entries]
                 for d, entries in _filtered_site_dirs().items()}
     sub_fd = os.open(submission, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW) if submission else None

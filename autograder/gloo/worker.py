@@ -42,7 +42,8 @@ import warnings
 from datetime import timedelta
 
 from autograder.gloo.channel import Channel, unpack_tensors
-from autograder.sandbox_worker import _BlockAnswerKey, _describe, _import, _load_package, plain
+from autograder.sandbox_worker import (BlockAnswerKey, describe_exception, import_student_module,
+                                       load_submission_package, plain)
 
 PR_SET_PDEATHSIG = 1
 
@@ -95,8 +96,8 @@ def _student_main(spec: dict, rank: int, sock: socket.socket) -> None:
     for name in list(sys.modules):
         if name.split(".")[0] in ("reference", "solutions", "autograder"):
             del sys.modules[name]
-    sys.meta_path.insert(0, _BlockAnswerKey())
-    _load_package(jail.SUBMISSION if spec["namespaces"] else spec["root"])
+    sys.meta_path.insert(0, BlockAnswerKey())
+    load_submission_package(jail.SUBMISSION if spec["namespaces"] else spec["root"])
     while (frame := proxy.next_run()) is not None:
         header, payload = frame
         run = header["run"]
@@ -105,18 +106,18 @@ def _student_main(spec: dict, rank: int, sock: socket.socket) -> None:
             tensors = unpack_tensors(run["tensors"], payload)
             value = plain(SCENARIOS[run["scenario"]].student(ctx, tensors, **run["args"]))
         except BaseException as exc:  # noqa: BLE001 - any failure of student code is a result
-            proxy.channel.send({"error": _describe(exc)})
+            proxy.channel.send({"error": describe_exception(exc)})
             continue
         proxy.channel.send({"result": value})
 
 
 def _load_student(module: str):
     try:
-        return _import(module)
+        return import_student_module(module)
     except FileNotFoundError:
         raise
     except BaseException as exc:  # noqa: BLE001
-        raise ImportError(f"assignments/{module}.py failed to import: {_describe(exc)}") from None
+        raise ImportError(f"assignments/{module}.py failed to import: {describe_exception(exc)}") from None
 
 
 # ---- the rank's trusted process --------------------------------------------------------------
@@ -191,7 +192,8 @@ def serve() -> None:
 
     import autograder.gloo.proxy  # noqa: F401 - the student side, loaded before any wall goes up
     import autograder.gloo.rank  # noqa: F401
-    import autograder.jail  # noqa: F401
+    from autograder import jail
+    jail.allowed_paths(), jail.grader_entries()      # found once here, inherited by every rank
     from autograder.gloo.scenarios import load_all
     load_all()
     for extra in first.get("modules", ()):     # scenarios outside grading (the benchmark)

@@ -31,6 +31,8 @@ import pkgutil
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from reference.toy_models import batch, build_model, shard
+
 SCENARIOS: dict[str, "Scenario"] = {}
 
 
@@ -90,12 +92,24 @@ def claimed(result: Any, key: str) -> Any:
     return result.get(key) if isinstance(result, dict) else None
 
 
-def load_state(module, tensors: dict, prefix: str = "init.") -> None:
-    """Load the initial weights the trusted process sent into a freshly built model."""
+def rank_share(model: str, data_seed: int, weight_seed: int, world_size: int, rank: int) -> dict:
+    """What a rank's student process may know of a training run (trusted side):
+    the model's initial weights drawn from `weight_seed` ("init.<name>") and
+    only this rank's rows of the global batch ("inputs", "targets")."""
+    inputs, targets = batch(model, data_seed, world_size)
+    tensors = {f"init.{k}": v for k, v in build_model(model, weight_seed).state_dict().items()}
+    tensors.update(inputs=shard(inputs, rank), targets=shard(targets, rank))
+    return tensors
+
+
+def starting_model(model: str, tensors: dict):
+    """The model `model` with the initial weights its trusted process sent (student side)."""
     import torch
-    state = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
+    module = build_model(model, 0)
+    state = {k[len("init."):]: v for k, v in tensors.items() if k.startswith("init.")}
     with torch.no_grad():
         module.load_state_dict(state)
+    return module
 
 
 def load_all() -> dict[str, Scenario]:

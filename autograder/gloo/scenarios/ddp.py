@@ -11,8 +11,8 @@ gradients reported.
 """
 from __future__ import annotations
 
-from autograder.gloo.scenarios import Scenario, claimed, load_state, register
-from reference.toy_models import batch, build_model, make_optimizer, shard, state_lists, train
+from autograder.gloo.scenarios import Scenario, claimed, rank_share, register, starting_model
+from reference.toy_models import make_optimizer, state_lists, train
 
 
 def _report_gradients(module, ctx) -> None:
@@ -28,14 +28,11 @@ class DdpTrain(Scenario):
 
     def prepare(self, rank, world_size: int, model: str, bucket_size_mb: float, optimizer: str,
                 steps: int, seed: int):
-        inputs, targets = batch(model, seed, world_size)
-        tensors = {f"init.{k}": v for k, v in build_model(model, seed + rank.rank).state_dict().items()}
-        tensors.update(inputs=shard(inputs, rank.rank), targets=shard(targets, rank.rank))
+        tensors = rank_share(model, seed, seed + rank.rank, world_size, rank.rank)
         return dict(model=model, bucket_size_mb=bucket_size_mb, optimizer=optimizer, steps=steps), tensors
 
     def student(self, ctx, tensors, model: str, bucket_size_mb: float, optimizer: str, steps: int):
-        module = build_model(model, 0)
-        load_state(module, tensors)
+        module = starting_model(model, tensors)
         _report_gradients(module, ctx)
         ctx.phase("construction")
         ddp = ctx.student().BucketedDDP(module, bucket_size_mb)

@@ -23,8 +23,8 @@ import types
 import torch
 from torch import nn
 
-from autograder.gloo.scenarios import Scenario, claimed, load_state, register
-from reference.toy_models import batch, build_model, make_optimizer, shard
+from autograder.gloo.scenarios import Scenario, claimed, rank_share, register, starting_model
+from reference.toy_models import make_optimizer
 
 _SKIP = (types.ModuleType, type, types.BuiltinFunctionType, str, bytes, int, float)
 
@@ -86,14 +86,11 @@ class FsdpTrain(Scenario):
     def prepare(self, rank, world_size: int, model: str, optimizer: str, steps: int, seed: int):
         """Every rank gets the same initial model (FSDP does not broadcast) and
         only its own rows of the batch."""
-        inputs, targets = batch(model, seed, world_size)
-        tensors = {f"init.{k}": v for k, v in build_model(model, seed).state_dict().items()}
-        tensors.update(inputs=shard(inputs, rank.rank), targets=shard(targets, rank.rank))
-        return dict(model=model, optimizer=optimizer, steps=steps), tensors
+        return dict(model=model, optimizer=optimizer, steps=steps), rank_share(model, seed, seed, world_size,
+                                                                              rank.rank)
 
     def student(self, ctx, tensors, model: str, optimizer: str, steps: int):
-        module = build_model(model, 0)
-        load_state(module, tensors)
+        module = starting_model(model, tensors)
         _watch_units(module, ctx)
         ctx.phase("construction")
         fsdp = ctx.student().FSDP(module)
