@@ -56,7 +56,7 @@ def _is_real(x: Any) -> bool:
 @dataclass(frozen=True)
 class Compare:
     """How one returned value is judged. `kind` is 'int' (exact integer),
-    'real' (relative tolerance rtol, SPEC default 1e-6), 'int_or_none' or
+    'real' (relative tolerance rtol, docs/spec.md default 1e-6), 'int_or_none' or
     'real_or_none' (None is a legal answer), 'int_dict' (the same keys, each
     value an exact integer) or 'exact' (plain equality of lists, dicts...).
     Returns None when equal, else a short reason."""

@@ -2,7 +2,7 @@
 
 The reference BucketedDDP is in reference/buckets_ddp.py (it needs torch).
 
-Conventions (SPEC.md): bytes and seconds; bucket sizes in MB = 2**20 bytes,
+Conventions (docs/spec.md): bytes and seconds; bucket sizes in MB = 2**20 bytes,
 as PyTorch DDP's `bucket_cap_mb`. The cost model: a model of s bytes of
 gradients in n_b equal buckets; every all-reduce call costs o seconds of
 overhead plus its bytes / w; compute per bucket equals communication per

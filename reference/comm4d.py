@@ -1,6 +1,6 @@
 """Question 3 — 4D communication accounting, as an answer key.
 
-TPU Scaling Book notation (SPEC.md question 3): one FFN block's forward pass,
+TPU Scaling Book notation (docs/spec.md, question 3): one FFN block's forward pass,
 BF16 weights and activations, laid out In[B_X, D_Y] · W_in[D_X, F_Y] ·
 W_out[F_Y, D_X] -> Out[B_X, D_Y] on an X x Y mesh of N = X * Y chips.
 

@@ -1,5 +1,5 @@
 """PyTorch's own FSDP2 (`fully_shard`) trained on a toy model: what a correct
-student FSDP must agree with (SPEC.md question 2).
+student FSDP must agree with (docs/spec.md, question 2).
 
 The grader needs these weights as expected values, and they come from a
 multi-rank run, so `fully_shard_state` launches its own trusted gloo group
@@ -48,7 +48,7 @@ def _train(rank: int, args: dict) -> None:
     dist.init_process_group("gloo", store=dist.FileStore(args["store"], world), rank=rank,
                             world_size=world, timeout=timedelta(seconds=60))
     model = build_model(args["model"], args["seed"])
-    for m in model.modules():                       # one FSDP unit per nn.Linear, as in SPEC.md
+    for m in model.modules():                       # one FSDP unit per nn.Linear, as in docs/spec.md
         if isinstance(m, nn.Linear) and any(p.requires_grad for p in m.parameters(recurse=False)):
             fully_shard(m)
     fully_shard(model)

@@ -1,4 +1,4 @@
-"""A reference FSDP, small enough to read in one sitting (SPEC.md question 2).
+"""A reference FSDP, small enough to read in one sitting (docs/spec.md, question 2).
 
 Every `nn.Linear` is one unit. Its trainable parameters are flattened into
 one vector, right-padded to a multiple of the world size p, and each rank

@@ -1,6 +1,6 @@
 """Question 1 — memory accounting for the FFN-only model, as an answer key.
 
-Conventions (SPEC.md): bytes throughout, GB = 1e9 bytes; FP32 = 4 bytes,
+Conventions (docs/spec.md): bytes throughout, GB = 1e9 bytes; FP32 = 4 bytes,
 BF16 = 2 bytes. Training state is FP32 master weights, FP32 accumulated
 gradients and two FP32 AdamW moments (16 bytes/param). Activations saved for
 backward are the BF16 inputs of each linear layer; no checkpointing.

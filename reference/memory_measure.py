@@ -1,7 +1,7 @@
 """Question 1 checked against reality: what a real mixed-precision training
 step of the FFN model keeps in memory, measured from the tensors themselves.
 
-The setup mirrors SPEC.md: FP32 master weights; a BF16 working copy runs the
+The setup mirrors docs/spec.md: FP32 master weights; a BF16 working copy runs the
 forward and backward; its gradients accumulate into FP32 `.grad` on the
 master weights; AdamW keeps FP32 moments. Activations are the tensors autograd
 saves for backward (saved-tensor hooks), each storage once, parameters (and

@@ -1,4 +1,4 @@
-"""Question 4's analytic functions: hand-derived values from SPEC.md, and the
+"""Question 4's analytic functions: hand-derived values from docs/spec.md, and the
 reference against the solutions on random inputs."""
 import math
 

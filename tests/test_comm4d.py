@@ -1,5 +1,5 @@
 """Question 3 (4D communication accounting): known answers worked out by hand
-from SPEC.md for the default course, both conventions; a mesh whose TP comms
+from docs/spec.md for the default course, both conventions; a mesh whose TP comms
 can never hide; the part definitions grading the solutions."""
 from fractions import Fraction
 

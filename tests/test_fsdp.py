@@ -19,7 +19,7 @@ RUN_PARTS = ("2.7", "2.8", "2.9", "2.10", "2.11")
 FSDP_FIXTURES = [f for f in fixtures() if f.modules == {"fsdp"}]
 
 
-# ---- the analytic model, numbers derived by hand from SPEC.md ------------------
+# ---- the analytic model, numbers derived by hand from docs/spec.md ------------
 
 def test_small_numbers_by_hand():
     assert ref.allgather_seconds(1000, 8, 1e-6, 1e3) == pytest.approx(3e-6 + 1.0)   # α·3 + 1000/1000

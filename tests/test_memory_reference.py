@@ -1,4 +1,4 @@
-"""Question 1 reference: known values derived by hand from SPEC.md, and the
+"""Question 1 reference: known values derived by hand from docs/spec.md, and the
 accounting checked against a real training step."""
 import pytest
 

@@ -1,4 +1,4 @@
-"""Question 4 — DDP gradient bucket sizes. SPEC.md, question 4.
+"""Question 4 — DDP gradient bucket sizes. docs/spec.md, question 4.
 
 4.1-4.4 are plain function calls; 4.5-4.7 run the student's BucketedDDP in
 gloo worker groups of 2 and 3 ranks (probe "gloo", scenario "ddp_train" in

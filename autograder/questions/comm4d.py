@@ -1,4 +1,4 @@
-"""Question 3 — 4D communication accounting. SPEC.md, question 3."""
+"""Question 3 — 4D communication accounting. docs/spec.md, question 3."""
 from __future__ import annotations
 
 from autograder.casegen import model_shapes

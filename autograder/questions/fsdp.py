@@ -1,4 +1,4 @@
-"""Question 2 — FSDP. SPEC.md, question 2.
+"""Question 2 — FSDP. docs/spec.md, question 2.
 
 2.1-2.6 are the alpha-beta model of one FSDP unit (plain function calls);
 2.7-2.11 train the student's FSDP on 2 and 3 gloo ranks (probe "gloo",

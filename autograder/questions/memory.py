@@ -1,4 +1,4 @@
-"""Question 1 — memory accounting. SPEC.md, question 1."""
+"""Question 1 — memory accounting. docs/spec.md, question 1."""
 from __future__ import annotations
 
 import math
