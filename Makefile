@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed
 
 .PHONY: demo test stubs check clean
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml setup.py constraints.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'

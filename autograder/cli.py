@@ -10,8 +10,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from autograder import untrusted
-from autograder.errors import ShardlabError
+from shardlab.autograder.sandbox import untrusted
+from shardlab.autograder.errors import ShardlabError
 
 console = Console()
 config_option = click.option("--config", "config_path", type=click.Path(dir_okay=False),
@@ -19,8 +19,8 @@ config_option = click.option("--config", "config_path", type=click.Path(dir_okay
 
 
 def _config(path):
-    from reference.config import load_config
-    from autograder.questions import check_points_config
+    from shardlab.reference.config import load_config
+    from shardlab.autograder.questions import check_points_config
     cfg = load_config(path)
     check_points_config(cfg)
     return cfg
@@ -28,7 +28,7 @@ def _config(path):
 
 def score_table(reports) -> Table:
     """One column per submission, one row per part."""
-    from autograder.grading import INTERNAL_ERROR
+    from shardlab.autograder.engine.grading import INTERNAL_ERROR
     table = Table(title="Scores", show_lines=False)
     table.add_column("part")
     for r in reports:
@@ -66,13 +66,13 @@ def cli():
 @config_option
 def grade(paths, as_json, jobs, out_dir, resume, config_path):
     """Grade submissions: folders or zips holding assignments/."""
-    from autograder.walls import required_walls
+    from shardlab.autograder.sandbox.walls import required_walls
     cfg = _config(config_path)
     required_walls(cfg)          # refuse before grading anything when the course requires the jail
     if out_dir:
         _grade_batch(list(paths), Path(out_dir), config_path, jobs, resume, as_json)
         return
-    from autograder.grading import grade_path
+    from shardlab.autograder.engine.grading import grade_path
     reports = [grade_path(p, cfg) for p in paths]
     if as_json:
         for r in reports:
@@ -102,7 +102,7 @@ def _print_grading_notes(name: str, walls: str, internal_errors: list[dict]) -> 
 
 def _grade_batch(paths, out: Path, config_path, jobs, resume, as_json) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    from autograder.batch import grade_many
+    from shardlab.autograder.platforms.batch import grade_many
     missing = [p for p in paths if not Path(p).exists()]
     if missing:
         raise ShardlabError(f"no such file or folder: {missing[0]}")
@@ -143,7 +143,7 @@ def _grade_batch(paths, out: Path, config_path, jobs, resume, as_json) -> None:
 def walls(config_path, require):
     """The walls this machine gives student code; fails when the course requires the full jail
     and a wall is missing (the Gradescope image's setup.sh runs this)."""
-    from autograder.walls import current, required_walls
+    from shardlab.autograder.sandbox.walls import current, required_walls
     cfg = _config(config_path)
     click.echo(current().describe())
     required_walls(cfg, require)
@@ -154,7 +154,7 @@ def walls(config_path, require):
 @click.option("--json", "as_json", is_flag=True, help="Print the answer key as JSON.")
 def answers(config_path, as_json):
     """The answer key for the course config, with derivations."""
-    from autograder.questions import questions
+    from shardlab.autograder.questions import questions
     cfg = _config(config_path)
     key = {str(q.number): {k: vars(w) for k, w in q.worked(cfg).items()} for q in questions() if q.worked}
     if as_json:
@@ -184,9 +184,9 @@ def build(config_path, out_dir, roster):
 
 
 def _build_all(cfg, config_path, out: Path, roster=None) -> None:
-    from autograder.otter_export import build_autograder, config_text
-    from autograder.render import build as render_build
-    from autograder.variants import build_roster
+    from shardlab.autograder.publish.otter_export import build_autograder, config_text
+    from shardlab.autograder.publish.render import build as render_build
+    from shardlab.autograder.publish.variants import build_roster
     students = build_roster(cfg, roster, out) if roster else []
     for path in render_build(cfg, out):
         console.print(f"wrote {path}", highlight=False)
@@ -199,7 +199,7 @@ def _build_all(cfg, config_path, out: Path, roster=None) -> None:
 @click.option("--check", "only_check", is_flag=True, help="Fail if assignments/ is out of date.")
 def stubs(only_check):
     """Regenerate assignments/ (the student stubs) from solutions/."""
-    from autograder.stubs import stale_stubs, write_stubs
+    from shardlab.autograder.publish.stubs import stale_stubs, write_stubs
     if only_check:
         stale = stale_stubs()
         if stale:
@@ -212,7 +212,7 @@ def stubs(only_check):
 
 def _run_check(cfg) -> bool:
     from rich.progress import Progress
-    from autograder.selfcheck import fixtures, run_check
+    from shardlab.autograder.engine.selfcheck import fixtures, run_check
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("grading solutions, stubs and wrong submissions", total=2 + len(fixtures()))
         rows = run_check(cfg, progress=lambda: progress.advance(task))
@@ -239,9 +239,9 @@ def check(config_path):
               show_default=True, help="Output folder.")
 def demo(out_dir):
     """Build everything for the default course and grade solutions and stubs."""
-    from autograder.grading import grade_folder
-    from autograder.selfcheck import folder_of
-    from autograder.stubs import ASSIGNMENTS, SOLUTIONS
+    from shardlab.autograder.engine.grading import grade_folder
+    from shardlab.autograder.engine.selfcheck import folder_of
+    from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS
     cfg = _config(None)
     _build_all(cfg, None, Path(out_dir))
     reports = []
@@ -268,8 +268,8 @@ def bench_buckets(out_dir, submission, repeats):
     import contextlib
     import tempfile
     from rich.progress import Progress
-    from autograder.bench.buckets import BUCKET_MB, run
-    from autograder.submission import open_submission
+    from shardlab.autograder.bench.buckets import BUCKET_MB, run
+    from shardlab.autograder.engine.submission import open_submission
     with contextlib.ExitStack() as stack:
         if submission:
             root = stack.enter_context(open_submission(submission))

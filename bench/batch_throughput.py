@@ -20,13 +20,13 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+
 
 
 def make_batch(folder: Path, count: int) -> list[str]:
     """`count` zips cycling through solutions, stubs and every fixture."""
-    from autograder.selfcheck import assembled, fixtures, folder_of
-    from autograder.stubs import ASSIGNMENTS, SOLUTIONS
+    from shardlab.autograder.engine.selfcheck import assembled, fixtures, folder_of
+    from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS
     sources = [("solutions", lambda: folder_of(SOLUTIONS)), ("stubs", lambda: folder_of(ASSIGNMENTS))]
     sources += [(fx.name, lambda fx=fx: assembled(fx)) for fx in fixtures()]
     paths = []
@@ -45,7 +45,7 @@ def main() -> None:
         paths = make_batch(Path(tmp), args.count)
         out = Path(tmp) / "out"
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "autograder.cli", "grade", *paths, "--jobs", str(args.jobs),
+        subprocess.run([sys.executable, "-m", "shardlab.autograder.cli", "grade", *paths, "--jobs", str(args.jobs),
                         "--out", str(out)], check=True, cwd=REPO, capture_output=True)
         seconds = time.perf_counter() - start
         rows = list(csv.DictReader((out / "gradebook.csv").open()))

@@ -22,14 +22,14 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+
 
 GRADE = """
 import sys
 from pathlib import Path
-from autograder.partial import grade_parts
-from autograder.questions import questions
-from reference.config import load_config
+from shardlab.autograder.engine.partial import grade_parts
+from shardlab.autograder.questions import questions
+from shardlab.reference.config import load_config
 numbers = {int(n) for n in sys.argv[2].split(",")}
 ids = [p.id for q in questions() if q.number in numbers for p in q.parts if p.probe == "gloo"]
 results = grade_parts(Path(sys.argv[1]), load_config(), ids)
@@ -88,8 +88,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--questions", default="2,3,4", help="question numbers whose gloo parts are graded")
     args = ap.parse_args()
-    from autograder.selfcheck import folder_of
-    from autograder.stubs import SOLUTIONS
+    from shardlab.autograder.engine.selfcheck import folder_of
+    from shardlab.autograder.publish.stubs import SOLUTIONS
     source = Path(args.submission) / "assignments" if args.submission else SOLUTIONS
     with folder_of(source) as root:
         torch_s, grade_s, peaks, procs = [], [], [], []

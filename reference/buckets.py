@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import math
 
-from reference.derivation import Worked, n, sci
-from reference.specs import MiB
+from shardlab.reference.derivation import Worked, n, sci
+from shardlab.reference.specs import MiB
 
 
 def assign_buckets(param_bytes: list[int], bucket_bytes: float) -> list[list[int]]:

@@ -6,8 +6,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from reference.buckets import assign_buckets
-from reference.specs import MiB
+from shardlab.reference.buckets import assign_buckets
+from shardlab.reference.specs import MiB
 
 
 class BucketedDDP(nn.Module):

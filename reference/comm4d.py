@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import math
 
-from reference.derivation import Worked, n, sci
-from reference.specs import BF16_BYTES
+from shardlab.reference.derivation import Worked, n, sci
+from shardlab.reference.specs import BF16_BYTES
 
 
 def forward_flops(tokens: int, d_model: int, d_ff: int, num_blocks: int) -> int:

@@ -60,7 +60,7 @@ def sharded_forward(in_s, w_in_s, w_out_s, x: int, y: int, gx, gy) -> torch.Tens
 
 def run_on_mesh(tokens: int, d_model: int, d_ff: int, x: int, y: int, seed: int, tracer) -> dict:
     """Every rank of an X*Y gloo group: the traced forward and its check.
-    `tracer` is the harness's collective tracer (autograder.gloo.tracing)."""
+    `tracer` is the harness's collective tracer (autograder.sandbox.gloo.ranks.tracing)."""
     mesh = init_device_mesh("cpu", (x, y), mesh_dim_names=("x", "y"))
     gx, gy = mesh.get_group("x"), mesh.get_group("y")
     i, j = mesh.get_coordinate()

@@ -12,8 +12,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from autograder.errors import ShardlabError
-from reference.specs import HARDWARE, NETWORKS, Hardware, ModelConfig, Network
+from shardlab.autograder.errors import ShardlabError
+from shardlab.reference.specs import HARDWARE, NETWORKS, Hardware, ModelConfig, Network
 
 
 @dataclass(frozen=True)
@@ -191,7 +191,7 @@ def _parse(data: dict, source: str) -> CourseConfig:
 def load_config(path: str | Path | None = None) -> CourseConfig:
     """Read a course config; None means the shipped default course."""
     if path is None:
-        text = resources.files("reference").joinpath("course.toml").read_text()
+        text = resources.files("shardlab.reference").joinpath("course.toml").read_text()
         return _parse(tomllib.loads(text), "default course (reference/course.toml)")
     path = Path(path)
     if not path.is_file():

@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from reference.specs import GB
+from shardlab.reference.specs import GB
 
 
 @dataclass(frozen=True)

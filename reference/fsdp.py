@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from reference.derivation import Worked, n, sci
+from shardlab.reference.derivation import Worked, n, sci
 
 
 def allgather_seconds(unit_bytes: float, p: int, alpha: float, beta: float) -> float:

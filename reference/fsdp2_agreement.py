@@ -3,7 +3,7 @@ student FSDP must agree with (docs/spec.md, question 2).
 
 The grader needs these weights as expected values, and they come from a
 multi-rank run, so `fully_shard_state` launches its own trusted gloo group
-(this module, run as `python -m reference.fsdp2_agreement`), never a group
+(this module, run as `python -m shardlab.reference.fsdp2_agreement`), never a group
 that has imported student code. Results are cached in memory and on disk
 (keyed by the arguments and the torch version): they are deterministic.
 
@@ -31,7 +31,7 @@ from pathlib import Path
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "shardlab"
 TIMEOUT_SECONDS = 180
 TEARDOWN_GRACE_SECONDS = 10     # once the result is written, the ranks get this long to exit
-RANK_COMMAND = [sys.executable, "-m", "reference.fsdp2_agreement"]   # + rank, request (JSON)
+RANK_COMMAND = [sys.executable, "-m", "shardlab.reference.fsdp2_agreement"]   # + rank, request (JSON)
 
 
 def _train(rank: int, args: dict) -> None:
@@ -42,7 +42,7 @@ def _train(rank: int, args: dict) -> None:
     from torch import nn
     from torch.distributed.fsdp import fully_shard
 
-    from reference.toy_models import batch, build_model, make_optimizer, shard, train
+    from shardlab.reference.toy_models import batch, build_model, make_optimizer, shard, train
 
     world = args["world_size"]
     dist.init_process_group("gloo", store=dist.FileStore(args["store"], world), rank=rank,

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from reference.derivation import Worked, gb, n
-from reference.specs import BF16_BYTES, FP32_BYTES
+from shardlab.reference.derivation import Worked, gb, n
+from shardlab.reference.specs import BF16_BYTES, FP32_BYTES
 
 TRAINING_BYTES_PER_PARAM = 4 * FP32_BYTES   # master + grad + Adam m + Adam v
 ZERO_OPTIMIZER_BYTES_PER_PARAM = 12          # K: FP32 master copy + two FP32 moments

@@ -25,7 +25,7 @@ def measure_training_step(d_model: int, d_ff: int, num_blocks: int, tokens: int,
                           seed: int = 0) -> MeasuredStep:
     import torch  # imported here: only the real-run check needs torch in the grader
 
-    from reference.toy_models import AdamW
+    from shardlab.reference.toy_models import AdamW
 
     gen = torch.Generator().manual_seed(seed)
     shapes = [(d_ff, d_model), (d_model, d_ff)] * num_blocks       # nn.Linear weight layout (out, in)

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from reference.config import load_config
+from shardlab.reference.config import load_config
 
 REPO = Path(__file__).resolve().parents[1]
 

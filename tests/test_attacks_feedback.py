@@ -16,11 +16,17 @@ import pytest
 from click.testing import CliRunner
 from markdown_it import MarkdownIt
 
-from autograder import batch, grading, otter_runtime, untrusted
-from autograder.grading import grade_folder, score_part
-from autograder.questions import all_parts
-from autograder.sandbox import Limits, Outcome
-from autograder.stubs import SOLUTIONS
+from shardlab.autograder.platforms import batch
+
+from shardlab.autograder.engine import grading
+
+from shardlab.autograder.platforms import otter as otter_runtime
+
+from shardlab.autograder.sandbox import untrusted
+from shardlab.autograder.engine.grading import grade_folder, score_part
+from shardlab.autograder.questions import all_parts
+from shardlab.autograder.sandbox.process import Limits, Outcome
+from shardlab.autograder.publish.stubs import SOLUTIONS
 
 FAST = Limits(call_seconds=2.0, import_seconds=30.0)
 
@@ -165,7 +171,7 @@ def test_batch_error_row_is_escaped():
 
 def test_cli_shows_markup_as_text(evil_report, monkeypatch, tmp_path):
     """rich would render [bold red] as style and crash on a stray [/]."""
-    from autograder import cli
+    from shardlab.autograder import cli
     monkeypatch.setattr(grading, "grade_path", lambda path, cfg: evil_report)
     done = CliRunner().invoke(cli.cli, ["grade", str(tmp_path)])
     assert done.exit_code == 0, done.output

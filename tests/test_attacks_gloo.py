@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from autograder import jail
-from autograder.grading import grade_folder
+from shardlab.autograder.sandbox import jail
+from shardlab.autograder.engine.grading import grade_folder
 
 WALLS = jail.walls()
 pytestmark = pytest.mark.skipif(not WALLS.namespaces, reason=f"this machine has {WALLS.describe()}")
@@ -34,7 +34,8 @@ def _forge_everything():
                 found["single_process"] = obj
         except Exception:
             pass
-    for name in ("reference", "reference.toy_models", "solutions.fsdp", "autograder.gloo.tracing"):
+    for name in ("reference", "shardlab", "shardlab.reference.toy_models", "shardlab.solutions.fsdp",
+                 "shardlab.autograder.sandbox.gloo.ranks.tracing"):
         try:
             __import__(name)
             found[name] = True
@@ -117,16 +118,16 @@ def test_in_rank_forgery_earns_nothing(submission, cfg):
 
 def test_the_student_process_holds_no_answer_key(submission, cfg):
     """Only harness modules of the grader are in a rank's student process."""
-    from autograder.gloo.probe import run_gloo
-    from autograder.parts import Call
+    from shardlab.autograder.sandbox.gloo.launch import run_gloo
+    from shardlab.autograder.engine.parts import Call
     root = submission(probe=(
         "import gc, types\n"
         "def modules():\n"
         "    return sorted({o.__module__ for o in gc.get_objects() if isinstance(o, types.FunctionType)\n"
-        "                   and (o.__module__ or '').split('.')[0] in ('reference', 'solutions', 'autograder')})\n"))
+        "                   and (o.__module__ or '').split('.')[0] in ('shardlab', 'reference', 'solutions')})\n"))
     out = run_gloo(str(root), [Call("probe", "run_function", {"world_size": 2, "function": "modules"})]).outcomes[0]
     assert out.error is None, out.error
     for rank in out.value:
-        grader = {m for m in rank["value"] if not m.startswith("autograder.gloo")}
-        assert grader <= {"reference.toy_models", "reference.comm4d_mesh", "autograder.jail",
-                          "autograder.sandbox_worker"}, grader
+        grader = {m for m in rank["value"] if not m.startswith("shardlab.autograder.sandbox.gloo.")}
+        assert grader <= {"shardlab.reference.toy_models", "shardlab.reference.comm4d_mesh", "shardlab.autograder.sandbox.jail",
+                          "shardlab.autograder.sandbox.worker"}, grader

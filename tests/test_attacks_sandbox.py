@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from autograder import jail
-from autograder.gloo.group import GlooLimits
-from autograder.gloo.probe import run_gloo
-from autograder.gloo.seeds import grading_secret
-from autograder.parts import Call
-from autograder.sandbox import Limits, run_calls
+from shardlab.autograder.sandbox import jail
+from shardlab.autograder.sandbox.gloo.group import GlooLimits
+from shardlab.autograder.sandbox.gloo.launch import run_gloo
+from shardlab.autograder.sandbox.gloo.seeds import grading_secret
+from shardlab.autograder.engine.parts import Call
+from shardlab.autograder.sandbox.process import Limits, run_calls
 
 REPO = Path(__file__).resolve().parents[1]
 WALLS = jail.walls()
@@ -316,7 +316,7 @@ def test_an_attacker_in_a_batch_harms_no_neighbour(tmp_path):
         path = tmp_path / "attacker" / "assignments" / f"{module}.py"
         path.write_text(NEIGHBOUR + path.read_text())
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "-m", "autograder.cli", "grade", *(str(tmp_path / n) for n in
+    r = subprocess.run([sys.executable, "-m", "shardlab.autograder.cli", "grade", *(str(tmp_path / n) for n in
                         ("honest1", "attacker", "honest2")), "--jobs", "2", "--out", str(out)],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr

@@ -5,7 +5,7 @@ The grader copies the submission before student code runs, as a user who can
 read what the student cannot. A link in the upload would make that copy
 carry a root-only file, the grader's cache or the answer key into the
 sandbox. Each attack below must be refused with one line naming the path,
-both by `autograder.staging.stage` and through `shardlab grade` (exit 2, no
+both by `autograder.sandbox.staging.stage` and through `shardlab grade` (exit 2, no
 traceback), and nothing of the outside file may appear anywhere.
 """
 import os
@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from autograder import staging
-from autograder.errors import ShardlabError
-from autograder.stubs import SOLUTIONS
-from autograder.submission import open_submission
+from shardlab.autograder.sandbox import staging
+from shardlab.autograder.errors import ShardlabError
+from shardlab.autograder.publish.stubs import SOLUTIONS
+from shardlab.autograder.engine.submission import open_submission
 
 SECRET = "root-only secret: the answer key is 42"
 
@@ -154,7 +154,7 @@ def _one_line_naming(message: str, path: str) -> None:
 
 
 def _shardlab_grade(path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "autograder.cli", "grade", str(path)],
+    return subprocess.run([sys.executable, "-m", "shardlab.autograder.cli", "grade", str(path)],
                           capture_output=True, text=True, timeout=120)
 
 
@@ -233,7 +233,7 @@ def test_gradescope_upload_links_lead_nowhere(tmp_path, outside):
     assignments/ two levels down and for a lone zip. A linked subfolder (to
     the repo, which holds assignments/) or a linked zip is not followed, and
     a linked assignments/ is refused by name when graded."""
-    from autograder import otter_runtime
+    from shardlab.autograder.platforms import otter as otter_runtime
     upload = tmp_path / "upload"
     (upload / "work").mkdir(parents=True)
     (upload / "work" / "repo").symlink_to(SOLUTIONS.parent, target_is_directory=True)

@@ -6,8 +6,8 @@ import shutil
 import subprocess
 import sys
 
-from autograder import batch
-from autograder.stubs import ASSIGNMENTS, SOLUTIONS
+from shardlab.autograder.platforms import batch
+from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS
 
 
 def test_batch_writes_gradebook_results_and_feedback_and_resumes(tmp_path):
@@ -17,7 +17,7 @@ def test_batch_writes_gradebook_results_and_feedback_and_resumes(tmp_path):
     shutil.copytree(ASSIGNMENTS, tmp_path / "bob" / "assignments")
     (tmp_path / "carol").mkdir()                                   # not a submission
     out = tmp_path / "out"
-    args = [sys.executable, "-m", "autograder.cli", "grade", good_zip, str(tmp_path / "bob"),
+    args = [sys.executable, "-m", "shardlab.autograder.cli", "grade", good_zip, str(tmp_path / "bob"),
             str(tmp_path / "carol"), "--jobs", "2", "--out", str(out)]
     r = subprocess.run(args, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr

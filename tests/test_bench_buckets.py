@@ -1,7 +1,7 @@
 """The bucket experiment's arithmetic (the timed run itself is `shardlab bench buckets`)."""
 import pytest
 
-from autograder.bench.buckets import _gradient_bytes, fit_overhead_bandwidth
+from shardlab.autograder.bench.buckets import _gradient_bytes, fit_overhead_bandwidth
 
 
 def test_fit_recovers_overhead_and_bandwidth_exactly():

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reference import buckets as ref
-from reference.config import load_config
-from solutions import buckets as sol
+from shardlab.reference import buckets as ref
+from shardlab.reference.config import load_config
+from shardlab.solutions import buckets as sol
 
 
 # ---- assign_buckets: worked by hand from "filled in reverse order; join unless that exceeds the cap"

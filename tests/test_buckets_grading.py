@@ -5,11 +5,11 @@ import time
 
 import pytest
 
-from autograder.gloo.probe import run_gloo
-from autograder.partial import grade_parts
-from autograder.selfcheck import assembled, fixtures, folder_of, part_problems
-from autograder.stubs import ASSIGNMENTS, SOLUTIONS
-from reference.config import load_config
+from shardlab.autograder.sandbox.gloo.launch import run_gloo
+from shardlab.autograder.engine.partial import grade_parts
+from shardlab.autograder.engine.selfcheck import assembled, fixtures, folder_of, part_problems
+from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS
+from shardlab.reference.config import load_config
 from test_gloo_harness import _assert_nothing_left, sessions  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.timeout(120)
@@ -48,7 +48,7 @@ def test_wrong_bucketed_ddp_scores_as_declared(cfg, sessions, fixture):  # noqa:
 def test_trace_of_one_step_by_hand(sessions):  # noqa: F811
     """frozen_mlp, 256-byte cap: reverse order 12 + 48 + 160 = 220 bytes (after
     3 gradients), then 40 (4th), then 240 (5th); the frozen fc2 is never sent."""
-    from autograder.parts import Call
+    from shardlab.autograder.engine.parts import Call
     call = Call("buckets", "ddp_train", dict(world_size=2, model="frozen_mlp", bucket_size_mb=256 / 2**20,
                                               optimizer="sgd", steps=2, seed=3))
     with folder_of(SOLUTIONS) as root:

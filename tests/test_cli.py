@@ -7,11 +7,11 @@ import zipfile
 
 import pytest
 
-from autograder.stubs import SOLUTIONS
+from shardlab.autograder.publish.stubs import SOLUTIONS
 
 
 def shardlab(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "autograder.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "shardlab.autograder.cli", *args], capture_output=True,
                           text=True, cwd=cwd, timeout=300)
 
 

@@ -5,15 +5,15 @@ from fractions import Fraction
 
 import pytest
 
-from autograder.grading import grade_folder, part_rng
-from autograder.questions import questions
-from autograder.render import render_markdown
-from autograder.sandbox import Limits
-from autograder.selfcheck import folder_of
-from autograder.stubs import ASSIGNMENTS, SOLUTIONS
-from reference import comm4d as ref
-from reference.config import load_config
-from solutions import comm4d as sol
+from shardlab.autograder.engine.grading import grade_folder, part_rng
+from shardlab.autograder.questions import questions
+from shardlab.autograder.publish.render import render_markdown
+from shardlab.autograder.sandbox.process import Limits
+from shardlab.autograder.engine.selfcheck import folder_of
+from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS
+from shardlab.reference import comm4d as ref
+from shardlab.reference.config import load_config
+from shardlab.solutions import comm4d as sol
 
 FAST = Limits(call_seconds=2.0, import_seconds=30.0)
 IMPLEMENTATIONS = pytest.mark.parametrize("impl", [ref, sol], ids=["reference", "solutions"])

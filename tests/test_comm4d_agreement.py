@@ -4,8 +4,8 @@ import math
 
 from hypothesis import assume, given, settings, strategies as st
 
-from reference import comm4d as ref
-from solutions import comm4d as sol
+from shardlab.reference import comm4d as ref
+from shardlab.solutions import comm4d as sol
 
 dims = st.integers(1, 65536)
 axis = st.sampled_from([1, 2, 4, 8, 16, 32, 64, 128])

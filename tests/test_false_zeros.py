@@ -29,12 +29,20 @@ from pathlib import Path
 
 import pytest
 
-from autograder import batch, cli, grading, jail, otter_runtime
-from autograder.errors import ShardlabError
-from autograder.selfcheck import folder_of
-from autograder.stubs import SOLUTIONS
-from reference import fsdp2_agreement
-from reference.config import load_config
+from shardlab.autograder.platforms import batch
+
+from shardlab.autograder import cli
+
+from shardlab.autograder.engine import grading
+
+from shardlab.autograder.sandbox import jail
+
+from shardlab.autograder.platforms import otter as otter_runtime
+from shardlab.autograder.errors import ShardlabError
+from shardlab.autograder.engine.selfcheck import folder_of
+from shardlab.autograder.publish.stubs import SOLUTIONS
+from shardlab.reference import fsdp2_agreement
+from shardlab.reference.config import load_config
 
 MEMORY = {"memory"}
 TARGET = "1.3"          # the part whose reference we break
@@ -137,7 +145,7 @@ def test_a_submission_error_inside_a_probe_stays_the_submission_s(solutions, cfg
 RANK = textwrap.dedent("""
     import json, os, sys, time
     from pathlib import Path
-    from reference.fsdp2_agreement import write_result
+    from shardlab.reference.fsdp2_agreement import write_result
     rank, request = int(sys.argv[1]), json.loads(sys.argv[2])
     if rank == 0 and request["behaviour"] != "no-result":
         write_result(Path(request["result"]), {"weight": [[1.0, 2.0]], "bias": [0.5]})
@@ -318,7 +326,7 @@ def test_otter_grading_with_the_jail_required_and_missing_blames_the_set_up(tmp_
 
 @pytest.fixture(scope="module")
 def autograder_zip(tmp_path_factory):
-    from autograder.otter_export import build_autograder, config_text
+    from shardlab.autograder.publish.otter_export import build_autograder, config_text
     return build_autograder(load_config(), config_text(None), tmp_path_factory.mktemp("ag"))
 
 
@@ -327,14 +335,16 @@ def test_the_zip_wheel_carries_no_solutions_or_tests(autograder_zip):
     wheel_name = next(n for n in zf.namelist() if n.endswith(".whl"))
     wheel = zipfile.ZipFile(io.BytesIO(zf.read(wheel_name)))
     tops = {n.split("/")[0] for n in wheel.namelist()}
-    assert "reference" in tops and "autograder" in tops
-    assert not tops & {"solutions", "tests"}, tops
+    assert {t for t in tops if not t.endswith(".dist-info")} == {"shardlab"}, tops   # one installed name
+    folders = {n.split("/")[1] for n in wheel.namelist() if n.startswith("shardlab/")}
+    assert "reference" in folders and "autograder" in folders
+    assert not folders & {"solutions", "tests"}, folders
     for name in wheel.namelist():
         if name.endswith(".py"):
             for node in ast.walk(ast.parse(wheel.read(name))):
                 names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
                          [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-                assert not any(n.split(".")[0] == "solutions" for n in names), name
+                assert not any("solutions" in n.split(".")[:2] for n in names), name
 
 
 def test_grading_imports_no_solutions(solutions):
@@ -345,8 +355,8 @@ def test_grading_imports_no_solutions(solutions):
                 if name.split(".")[0] == "solutions":
                     raise ImportError("grading imported solutions: " + name)
         sys.meta_path.insert(0, Refuse())
-        from autograder.grading import grade_folder
-        from reference.config import load_config
+        from shardlab.autograder.engine.grading import grade_folder
+        from shardlab.reference.config import load_config
         r = grade_folder({str(solutions)!r}, load_config(), modules={{"memory"}})
         print(r.score, r.max_score)
     """)
@@ -357,7 +367,7 @@ def test_grading_imports_no_solutions(solutions):
 
 
 def test_setup_sh_locks_the_reference_and_config_then_probes_the_walls(autograder_zip, tmp_path):
-    from autograder.otter_export import AUTOGRADER_DIR, OTTER_ENV_NAME
+    from shardlab.autograder.publish.otter_export import AUTOGRADER_DIR, OTTER_ENV_NAME
     from otter.generate import OTTER_ENV_NAME as otters
     assert OTTER_ENV_NAME == otters
     setup = zipfile.ZipFile(autograder_zip).read("setup.sh").decode()
@@ -366,9 +376,9 @@ def test_setup_sh_locks_the_reference_and_config_then_probes_the_walls(autograde
     assert "chmod -R go-rwx" in tail and "shardlab walls --config" in tail
     # run the tail against a scratch /autograder and a scratch installed `reference`
     site, ag, bin_dir = tmp_path / "site", tmp_path / "autograder", tmp_path / "bin"
-    (site / "reference").mkdir(parents=True)
-    (site / "reference" / "__init__.py").write_text("")
-    (site / "reference" / "course.toml").write_text("")
+    (site / "shardlab" / "reference").mkdir(parents=True)
+    (site / "shardlab" / "reference" / "__init__.py").write_text("")
+    (site / "shardlab" / "reference" / "course.toml").write_text("")
     (ag / "source").mkdir(parents=True)
     (ag / "source" / "shardlab-course.toml").write_text("[grading]\nrequire_jail = false\n")
     (ag / "source" / "shardlab-0.1.0-py3-none-any.whl").write_text("")
@@ -386,9 +396,9 @@ def test_setup_sh_locks_the_reference_and_config_then_probes_the_walls(autograde
     light = tmp_path / "light"
     light.mkdir()
     (light / "shardlab").write_text(
-        f"#!{sys.executable}\nfrom autograder import jail\n"
+        f"#!{sys.executable}\nfrom shardlab.autograder.sandbox import jail\n"
         f"jail.walls = lambda: jail.Walls(False, False, {LIGHT.missing!r})\n"
-        "from autograder.cli import main\nmain()\n")
+        "from shardlab.autograder.cli import main\nmain()\n")
     for f in (bin_dir / "mamba", light / "shardlab"):
         f.chmod(0o755)
     script = tail.replace(AUTOGRADER_DIR + "/", f"{ag}/")
@@ -396,7 +406,7 @@ def test_setup_sh_locks_the_reference_and_config_then_probes_the_walls(autograde
     probe = script[script.index("$(") + 2:script.index(" | tail")]        # the tail's `mamba run ... python`
     found = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, cwd=tmp_path,
                            env=dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}"))
-    assert found.stdout.strip() == str(site / "reference"), found   # never chmod this repo's reference/
+    assert found.stdout.strip() == str(site / "shardlab" / "reference"), found   # never chmod this repo's reference/
 
     def setup(first_on_path):
         return subprocess.run(["bash", "-ec", script], capture_output=True, text=True, timeout=120,
@@ -406,7 +416,7 @@ def test_setup_sh_locks_the_reference_and_config_then_probes_the_walls(autograde
     done = setup(tmp_path / "nothing")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1].startswith(("full walls", "lighter walls"))
-    locked = [*site.joinpath("reference").rglob("*"), site / "reference",
+    locked = [*(site / "shardlab" / "reference").rglob("*"), site / "shardlab" / "reference",
               ag / "source" / "shardlab-course.toml", ag / "source" / "shardlab-0.1.0-py3-none-any.whl"]
     assert all(stat.S_IMODE(f.stat().st_mode) & 0o077 == 0 for f in locked)
 

@@ -6,13 +6,14 @@ import time
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from autograder.gloo.probe import run_gloo
-from autograder.parts import Call
-from autograder.partial import grade_parts
-from autograder.selfcheck import assembled, fixtures, folder_of, part_problems
-from autograder.stubs import REPO, SOLUTIONS
-from reference import fsdp as ref
-from solutions import fsdp as sol
+from shardlab.autograder.sandbox.gloo.launch import run_gloo
+from shardlab.autograder.engine.parts import Call
+from shardlab.autograder.engine.partial import grade_parts
+from shardlab.autograder.engine.selfcheck import assembled, fixtures, folder_of, part_problems
+from shardlab.autograder.content import ROOT as REPO
+from shardlab.autograder.publish.stubs import SOLUTIONS
+from shardlab.reference import fsdp as ref
+from shardlab.solutions import fsdp as sol
 from test_gloo_harness import _assert_nothing_left, sessions  # noqa: F401 - fixture
 
 RUN_PARTS = ("2.7", "2.8", "2.9", "2.10", "2.11")

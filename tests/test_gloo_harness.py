@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-import autograder.gloo.group as group
-from autograder.gloo.group import GlooLimits
-from autograder.gloo.probe import run_gloo
-from autograder.parts import Call
+import shardlab.autograder.sandbox.gloo.group as group
+from shardlab.autograder.sandbox.gloo.group import GlooLimits
+from shardlab.autograder.sandbox.gloo.launch import run_gloo
+from shardlab.autograder.engine.parts import Call
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -50,7 +50,7 @@ PROBE = textwrap.dedent('''
         raise ValueError("nope")
 
     def peek():
-        import reference
+        import shardlab.reference
         return "read the answer key"
 
     def chatty():
@@ -169,7 +169,7 @@ def test_exceptions_and_blocked_imports_are_results(submission, sessions):
     run, _ = _run(submission, "raises", "peek", "ok")
     raised, peek, ok = run.outcomes
     assert raised.error.startswith("rank 0: ValueError: nope")
-    assert "importing 'reference' is not allowed" in peek.error
+    assert "importing 'shardlab' is not allowed" in peek.error
     assert ok.error is None
     assert run.restarts == 0        # every rank failed before its first collective: group reused
     _assert_nothing_left(sessions)

@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-from autograder.grading import grade_folder, grade_path
-from autograder.sandbox import Limits
-from autograder.selfcheck import assembled, fixtures, folder_of, mismatches
-from autograder.stubs import ASSIGNMENTS, SOLUTIONS
+from shardlab.autograder.engine.grading import grade_folder, grade_path
+from shardlab.autograder.sandbox.process import Limits
+from shardlab.autograder.engine.selfcheck import assembled, fixtures, folder_of, mismatches
+from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS
 
 FAST = Limits(call_seconds=2.0, import_seconds=30.0)
 MEMORY_POINTS = 14
@@ -111,7 +111,9 @@ def test_points_override(cfg):
     assert report.part("1.8").max_score == 5.0 and _memory(report).max_score == MEMORY_POINTS + 2
 
 
-def test_student_cannot_import_the_answer_key(cfg, submission):
-    root = submission(memory="from reference.memory import *\n")
+@pytest.mark.parametrize("name", ["shardlab.reference.memory", "reference.memory"])
+def test_student_cannot_import_the_answer_key(cfg, submission, name):
+    root = submission(memory=f"from {name} import *\n")
     p = grade_folder(root, cfg, FAST, modules={"memory"}).part("1.1")
-    assert p.score == 0 and "not allowed in a submission" in p.feedback
+    why = "not allowed in a submission" if name.startswith("shardlab") else "No module named 'reference'"
+    assert p.score == 0 and why in p.feedback, p.feedback

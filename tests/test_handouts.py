@@ -8,10 +8,10 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from autograder.answers import answer_sheet
-from autograder.questions import questions
-from autograder.render import BUCKETS_PNG, build
-from autograder.stubs import SOLUTIONS
+from shardlab.autograder.engine.answer_sheet import answer_sheet
+from shardlab.autograder.questions import questions
+from shardlab.autograder.publish.render import BUCKETS_PNG, build
+from shardlab.autograder.publish.stubs import SOLUTIONS
 
 
 @pytest.fixture(scope="module")

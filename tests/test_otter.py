@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from autograder.otter_export import build_autograder, config_text, is_hidden
-from autograder.parts import Case
-from autograder.otter_runtime import ENTRY_FILE, locate_submission
-from autograder.questions import part_points, questions
-from autograder.selfcheck import assembled, fixtures, folder_of
-from autograder.stubs import ASSIGNMENTS, SOLUTIONS
+from shardlab.autograder.publish.otter_export import build_autograder, config_text, is_hidden
+from shardlab.autograder.engine.parts import Case
+from shardlab.autograder.platforms.otter import ENTRY_FILE, locate_submission
+from shardlab.autograder.questions import part_points, questions
+from shardlab.autograder.engine.selfcheck import assembled, fixtures, folder_of
+from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS
 
 OTTER_TIMEOUT = 240   # otter run has no timeout of its own
 PARTIAL = "gib_for_gb"
@@ -107,7 +107,7 @@ def _otter_parts(out: Path) -> dict[str, tuple[bool, float, str]]:
 
 
 def _shardlab_grade(submission: Path) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "autograder.cli", "grade", "--json", str(submission)],
+    proc = subprocess.run([sys.executable, "-m", "shardlab.autograder.cli", "grade", "--json", str(submission)],
                           capture_output=True, text=True, timeout=OTTER_TIMEOUT)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)

@@ -2,8 +2,8 @@
 reference on many random inputs."""
 from hypothesis import given, settings, strategies as st
 
-from reference import memory as ref
-from solutions import memory as sol
+from shardlab.reference import memory as ref
+from shardlab.solutions import memory as sol
 
 dims = st.integers(1, 65536)
 big = st.integers(0, 10**15)

@@ -8,9 +8,9 @@ import zipfile
 
 import pytest
 
-from autograder.grading import _part_plan
-from autograder.render import build
-from autograder.stubs import SOLUTIONS
+from shardlab.autograder.engine.grading import _part_plan
+from shardlab.autograder.publish.render import build
+from shardlab.autograder.publish.stubs import SOLUTIONS
 
 
 @pytest.fixture(scope="module")

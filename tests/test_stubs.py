@@ -3,8 +3,8 @@ import ast
 
 import pytest
 
-from autograder.questions import all_parts
-from autograder.stubs import ASSIGNMENTS, SOLUTIONS, make_stub, stale_stubs
+from shardlab.autograder.questions import all_parts
+from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS, make_stub, stale_stubs
 
 
 def test_stubs_are_in_sync():

@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from autograder.answers import answer_sheet, grade_answers, gradescope_student_id, read_answers, sheet_toml
-from autograder.errors import ShardlabError
-from autograder.grading import grade_folder
-from autograder.variants import check_student_id, read_roster, variant_config
-from reference.specs import HARDWARE
+from shardlab.autograder.engine.answer_sheet import answer_sheet, grade_answers, gradescope_student_id, read_answers, sheet_toml
+from shardlab.autograder.errors import ShardlabError
+from shardlab.autograder.engine.grading import grade_folder
+from shardlab.autograder.publish.variants import check_student_id, read_roster, variant_config
+from shardlab.reference.specs import HARDWARE
 
 SECRET_TOML = '[course]\nsecret = "correct horse"\n'
 
@@ -108,7 +108,7 @@ def test_bad_input_is_one_error(secret_cfg, tmp_path):
 
 
 def _cli(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "autograder.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "shardlab.autograder.cli", *args], capture_output=True,
                           text=True, cwd=cwd, timeout=300)
 
 
@@ -129,8 +129,8 @@ def test_build_roster_cli(tmp_path):
 
 
 def test_otter_export_carries_answers(secret_cfg, cfg):
-    from autograder.answers import otter_question
-    from autograder.otter_export import test_file_source
+    from shardlab.autograder.engine.answer_sheet import otter_question
+    from shardlab.autograder.publish.otter_export import test_file_source
     assert otter_question(cfg) is None                     # no secret: no extra otter cases
     question, plan = otter_question(secret_cfg)
     source = test_file_source(question, secret_cfg, plan)
@@ -141,7 +141,7 @@ def test_otter_export_carries_answers(secret_cfg, cfg):
 
 
 def test_otter_handle_points_at_gradescope_metadata(tmp_path):
-    from autograder.otter_runtime import CONFIG_FILE, locate_submission
+    from shardlab.autograder.platforms.otter import CONFIG_FILE, locate_submission
     ag = tmp_path / "autograder"
     (ag / "source").mkdir(parents=True)
     (ag / "source" / CONFIG_FILE).write_text(SECRET_TOML)

@@ -16,11 +16,11 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.gloo.group import ForkServer, GlooLimits
-from autograder.parts import Call
-from autograder.sandbox import Limits
-from reference.buckets import assign_buckets, ddp_overhead_seconds, optimal_bucket_bytes
-from reference.specs import MiB
+from shardlab.autograder.sandbox.gloo.group import ForkServer, GlooLimits
+from shardlab.autograder.engine.parts import Call
+from shardlab.autograder.sandbox.process import Limits
+from shardlab.reference.buckets import assign_buckets, ddp_overhead_seconds, optimal_bucket_bytes
+from shardlab.reference.specs import MiB
 
 RANKS = 2
 MESSAGE_SIZES = [4 * 4**k * 1024 for k in range(8)]            # 4 KiB .. 64 MiB
@@ -55,7 +55,7 @@ def _run(group, scenario: str, **args):
     outcome, _ = group.run(Call("buckets", scenario, dict(world_size=RANKS, **args)),
                            BENCH_LIMITS.scenario_seconds)
     if outcome.error:
-        from autograder.errors import ShardlabError
+        from shardlab.autograder.errors import ShardlabError
         raise ShardlabError(f"{scenario} failed: {outcome.error}")
     return outcome.value
 
@@ -64,7 +64,7 @@ def run(out: Path, root: Path, impl: str, repeats: int = 5, advance=lambda: None
     """Measure, sweep, write buckets.csv, allreduce.csv and buckets.png under `out`."""
     out.mkdir(parents=True, exist_ok=True)
     server = ForkServer(str(root), Limits(memory_bytes=8 * 2**30), BENCH_LIMITS,
-                        modules=("autograder.bench.buckets_ranks",))
+                        modules=("shardlab.autograder.bench.buckets_ranks",))
     try:
         group = server.spawn(RANKS)
         per_rank = _run(group, "bench_allreduce", sizes=MESSAGE_SIZES, repeats=repeats)

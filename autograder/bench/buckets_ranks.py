@@ -17,8 +17,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from autograder.gloo.scenarios import Scenario, register
-from reference.buckets_ddp import BucketedDDP as ReferenceDDP
+from shardlab.autograder.sandbox.gloo.ranks.scenarios import Scenario, register
+from shardlab.reference.buckets_ddp import BucketedDDP as ReferenceDDP
 
 
 def wide_mlp(width: int, depth: int, seed: int = 0) -> nn.Module:

@@ -9,8 +9,8 @@ import pkgutil
 from dataclasses import dataclass
 from functools import lru_cache
 
-from autograder.errors import ShardlabError
-from autograder.parts import Part
+from shardlab.autograder.errors import ShardlabError
+from shardlab.autograder.engine.parts import Part
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,12 @@ the result: the final weights, the traced all-reduces, their timing.
 """
 from __future__ import annotations
 
-from autograder.gloo.compare import StatesMatch, StepCheck
-from autograder.gloo.seeds import data_seed
-from autograder.parts import REAL, Call, Case, Compare, Misconception, Part, function_part
-from autograder.questions import Question
-from reference import buckets as ref
-from reference.specs import MiB
+from shardlab.autograder.engine.rank_comparison import StatesMatch, StepCheck
+from shardlab.autograder.sandbox.gloo.seeds import data_seed
+from shardlab.autograder.engine.parts import REAL, Call, Case, Compare, Misconception, Part, function_part
+from shardlab.autograder.questions import Question
+from shardlab.reference import buckets as ref
+from shardlab.reference.specs import MiB
 
 M = "buckets"
 
@@ -94,18 +94,18 @@ def _ddp_cases(cfg, rng, multi_bucket_only=False):
 
 
 def _layout(model: str, cap: float, fill=ref.assign_buckets) -> list[list[int]]:
-    from reference.toy_models import build_model, trainable_bytes
+    from shardlab.reference.toy_models import build_model, trainable_bytes
     return fill(trainable_bytes(build_model(model, 0)), cap)
 
 
 def _bucket_bytes(model: str, cap: float, fill=ref.assign_buckets) -> list[int]:
-    from reference.toy_models import build_model, trainable_bytes
+    from shardlab.reference.toy_models import build_model, trainable_bytes
     sizes = trainable_bytes(build_model(model, 0))
     return sorted(sum(sizes[i] for i in bucket) for bucket in fill(sizes, cap))
 
 
 def _final_state(case: Case, grad_scale: float = 1.0) -> list:
-    from reference.toy_models import single_process
+    from shardlab.reference.toy_models import single_process
     a = case.calls[0].args
     return [single_process(a["model"], a["optimizer"], a["steps"], data_seed(a["seed"]), a["world_size"],
                            grad_scale=grad_scale)]

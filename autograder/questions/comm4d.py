@@ -1,13 +1,13 @@
 """Question 3 — 4D communication accounting. docs/spec.md, question 3."""
 from __future__ import annotations
 
-from autograder.casegen import model_shapes
+from shardlab.autograder.engine.casegen import model_shapes
 from dataclasses import dataclass
 
-from autograder.parts import EXACT_INT, REAL, Call, Case, Compare, Part, function_part
-from autograder.questions import Question
-from reference import comm4d as ref
-from reference.specs import HARDWARE
+from shardlab.autograder.engine.parts import EXACT_INT, REAL, Call, Case, Compare, Part, function_part
+from shardlab.autograder.questions import Question
+from shardlab.reference import comm4d as ref
+from shardlab.reference.specs import HARDWARE
 
 M = "comm4d"
 _ICI = [h for h in HARDWARE.values() if h.ici_bytes_per_second > 0]

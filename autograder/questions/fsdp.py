@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import math
 
-from autograder.gloo.compare import RankCheck, StatesMatch
-from autograder.gloo.seeds import data_seed
-from autograder.parts import REAL, Call, Case, Compare, Misconception, Part, function_part
-from autograder.questions import Question
-from reference import fsdp as ref
-from reference.specs import FP32_BYTES, HARDWARE
+from shardlab.autograder.engine.rank_comparison import RankCheck, StatesMatch
+from shardlab.autograder.sandbox.gloo.seeds import data_seed
+from shardlab.autograder.engine.parts import REAL, Call, Case, Compare, Misconception, Part, function_part
+from shardlab.autograder.questions import Question
+from shardlab.reference import fsdp as ref
+from shardlab.reference.specs import FP32_BYTES, HARDWARE
 
 M = "fsdp"
 GATHERS = {"all_gather", "all_gather_into_tensor", "all_gather_single", "_all_gather_base"}
@@ -162,7 +162,7 @@ def _run_cases(cfg, rng, runs=RUNS):
 
 def _units() -> list[int]:
     """Trainable elements of each unit (nn.Linear), in module order."""
-    from reference.toy_models import build_model
+    from shardlab.reference.toy_models import build_model
     from torch import nn
     model = build_model(MODEL, 0)
     return [sum(p.numel() for p in m.parameters(recurse=False) if p.requires_grad)
@@ -175,14 +175,14 @@ def _args(case):
 
 
 def _single_process(case, grad_scale=1.0):
-    from reference.toy_models import single_process
+    from shardlab.reference.toy_models import single_process
     a = _args(case)
     return [single_process(a["model"], a["optimizer"], a["steps"], data_seed(a["seed"]), a["world_size"],
                            grad_scale=grad_scale)]
 
 
 def _fully_shard(case):
-    from reference.fsdp2_agreement import fully_shard_state
+    from shardlab.reference.fsdp2_agreement import fully_shard_state
     a = _args(case)
     return [fully_shard_state(a["model"], a["optimizer"], a["steps"], data_seed(a["seed"]), a["world_size"])]
 
@@ -191,7 +191,7 @@ def _storage_budget(case):
     """Σ ceil(P_u / p) over units, plus what is never sharded (frozen weights,
     buffers); and the number of units, each of which must be gathered in
     every forward for the count to mean anything."""
-    from reference.toy_models import build_model
+    from shardlab.reference.toy_models import build_model
     p = _args(case)["world_size"]
     model = build_model(MODEL, 0)
     fixed = sum(t.numel() for t in model.parameters() if not t.requires_grad)

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import math
 
-from autograder.casegen import model_shapes
-from autograder.parts import EXACT_INT, REAL, Call, Case, Compare, Part, function_part
-from autograder.questions import Question
-from reference import memory as ref
-from reference.memory_measure import measure_training_step
-from reference.specs import HARDWARE
+from shardlab.autograder.engine.casegen import model_shapes
+from shardlab.autograder.engine.parts import EXACT_INT, REAL, Call, Case, Compare, Part, function_part
+from shardlab.autograder.questions import Question
+from shardlab.reference import memory as ref
+from shardlab.reference.memory_measure import measure_training_step
+from shardlab.reference.specs import HARDWARE
 
 M = "memory"
 GIB = 2**30

@@ -1,0 +1,306 @@
+"""Grade one submission: build every part's cases, run the student's calls in
+the sandbox, and score in this process from plain data.
+
+Scoring: a part earns its points when every case passes (one otter test case
+per part, all or nothing). Feedback names the part, the input and the
+expected and returned values for public cases, only the kind of failure for
+hidden ones, and the misconception when a wrong value matches a known one.
+
+No false zeros: what the grader itself computes (a part's expected values,
+some from trusted multi-process reference runs) or runs (a probe's harness)
+can fail for reasons that are not the student's. Such a failure is retried
+once (reference runs), then confined to the parts it concerns: each is
+reported with `status = "internal-error"` (0 points, flagged, its feedback
+saying the grader failed, not the student's code) and listed in the report's
+`internal_errors` for the instructor to regrade; the other parts grade
+normally. Every report also says which walls isolated the student's code
+(`walls`, autograder/walls.py): lighter walls are the instructor's set-up.
+"""
+from __future__ import annotations
+
+import random
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from shardlab.autograder.sandbox import untrusted
+from shardlab.autograder.errors import ShardlabError
+from shardlab.autograder.sandbox.gloo.launch import run_gloo
+from shardlab.autograder.engine.parts import Case, Part
+from shardlab.autograder.questions import all_parts, check_points_config, part_points, questions
+from shardlab.autograder.sandbox.process import Limits, Outcome, run_calls
+from shardlab.autograder.engine.submission import open_submission
+
+MAX_FAILURES_SHOWN = 3
+VALUE_CAP = 200          # a returned value echoed in a public case's feedback
+REFERENCE_ATTEMPTS = 2          # a failing reference computation is retried once
+INTERNAL_ERROR = "internal-error"
+
+
+@dataclass
+class PartResult:
+    id: str
+    title: str
+    score: float
+    max_score: float
+    feedback: str
+    kind: str = "auto"
+    bonus: bool = False     # its points are not part of max_score
+    status: str = "ok"      # INTERNAL_ERROR: the grader failed on this part, not the student
+
+
+@dataclass
+class QuestionResult:
+    id: str
+    title: str
+    score: float
+    max_score: float
+    parts: list[PartResult]
+
+
+@dataclass
+class Report:
+    submission: str
+    score: float
+    max_score: float
+    questions: list[QuestionResult]
+    output: str = ""
+    output_bytes: int = 0
+    walls: str = ""                 # how the student's code was isolated (jail.walls().describe())
+    internal_errors: list[dict] = field(default_factory=list)   # [{part, error}]: regrade these
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def part(self, part_id: str) -> PartResult:
+        return next(p for q in self.questions for p in q.parts if p.id == part_id)
+
+
+def part_rng(cfg, part: Part) -> random.Random:
+    """The engine seeds every part's generator: course seed and part id."""
+    return random.Random(f"{cfg.seed}:{part.id}")
+
+
+def _part(part_id: str) -> Part:
+    return next(p for p in all_parts() if p.id == part_id)
+
+
+@lru_cache(maxsize=256)
+def part_cases(cfg, part_id: str) -> list[Case]:
+    part = _part(part_id)
+    return part.cases(cfg, part_rng(cfg, part))
+
+
+@lru_cache(maxsize=256)
+def _part_expected(cfg, part_id: str) -> list[list]:
+    return [_part(part_id).expect(c) for c in part_cases(cfg, part_id)]
+
+
+def _expected_or_error(cfg, part_id: str) -> tuple[list | None, str | None]:
+    """A part's expected values, the computation retried once; (None, reason)
+    when the reference still fails (the reason is for the instructor)."""
+    for _ in range(REFERENCE_ATTEMPTS):
+        try:
+            return _part_expected(cfg, part_id), None
+        except Exception as exc:        # noqa: BLE001 - any failure of ours is confined to the part
+            reason = _one_line(f"computing the expected values failed: {type(exc).__name__}: {exc}")
+    return None, reason
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[:limit - 1] + "…"
+
+
+def internal_error_result(part: Part, points: float, reason: str) -> PartResult:
+    """The part could not be graded because the grader failed: 0 points,
+    flagged, and not blamed on the student."""
+    return PartResult(part.id, part.title, 0.0, points,
+                      f"internal error in the grader, not your code: {reason}. "
+                      "This part is flagged for your instructor to regrade.",
+                      part.kind, part.bonus, status=INTERNAL_ERROR)
+
+
+def _part_plan(cfg, part_id: str) -> tuple[list[Case], list[list]]:
+    """A part's cases and their expected values for this course (computed once)."""
+    return part_cases(cfg, part_id), _part_expected(cfg, part_id)
+
+
+def _fmt(value) -> str:
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else repr(value)
+
+
+def _judge_case(part: Part, case: Case, expected: list, got: list[Outcome]) -> tuple[str, str, str | None] | None:
+    """None if the case passes, else (where, what, kind): the line of feedback
+    is "where: what"; kind is the failure's kind for an error (None for a
+    wrong value). The student's words (errors, returned values) appear only
+    in public cases, cleaned and capped; a hidden case says only the kind of
+    failure (autograder/untrusted.py)."""
+    for call, exp, out in zip(case.calls, expected, got):
+        where = call.show() if case.public else f"a hidden case of {call.function}"
+        if out.error is not None:
+            kind = untrusted.failure_kind(out.error)
+            return where, untrusted.one_line(out.error) if case.public else kind, kind
+        problem = part.compare.problem(exp, out.value)
+        if problem is None:
+            continue
+        what = untrusted.one_line(problem) if case.public else untrusted.problem_kind(problem)
+        if case.public and problem == "wrong value":
+            what += f", expected {_fmt(exp)}, got {untrusted.one_line(_fmt(out.value), VALUE_CAP)}"
+        if case.note and case.public:
+            what += f" [{case.note}]"
+        for mis in part.misconceptions:
+            try:
+                alt = mis.alt(case)
+            except (ArithmeticError, ValueError):
+                continue
+            if all(part.compare(a, o.value) for a, o in zip(alt, got)) and not part.compare(exp, out.value):
+                what += f" — this {mis.message}"
+                break
+        return where, what, None
+    return None
+
+
+def score_part(part: Part, points: float, cases: list[Case], expected: list[list],
+               outcomes: list[list[Outcome]]) -> PartResult:
+    judged = [(case, failure) for case, exp, got in zip(cases, expected, outcomes)
+              if (failure := _judge_case(part, case, exp, got)) is not None]
+    public = {what for case, (_, what, _) in judged if case.public}
+    kinds = {kind for _, (_, _, kind) in judged}
+    if not judged:
+        feedback = f"All {len(cases)} cases passed."
+        score = points
+    elif len(judged) == len(cases) > 1 and len(kinds) == 1 and None not in kinds and len(public) <= 1:
+        # the same error everywhere (not implemented, import failed): say it once
+        feedback = f"All {len(cases)} cases failed: {next(iter(public or kinds))}"
+        score = 0.0
+    else:
+        shown = [f"{where}: {what}" for _, (where, what, _) in judged[:MAX_FAILURES_SHOWN]]
+        more = len(judged) - len(shown)
+        feedback = (f"{len(judged)} of {len(cases)} cases failed. " + " | ".join(shown)
+                    + (f" | and {more} more" if more else ""))
+        score = 0.0
+    return PartResult(part.id, part.title, score, points, feedback, part.kind, part.bonus)
+
+
+# probe name -> runner(root, calls, limits) -> SandboxRun; each runs once per submission.
+# A runner may have `prepare(root, limits)`: called before the expected values
+# are computed, so slow start-up (the gloo fork server importing torch) overlaps them.
+PROBES = {"calls": run_calls, "gloo": run_gloo}
+
+
+def _run_probes(root: Path, cases: dict[str, list[Case]], limits: Limits) -> tuple[dict, dict, str, int]:
+    """Run every part's calls (cases by part id), one batch per probe. Returns
+    ({(part id, case index): [Outcome]}, {part id: reason} for the parts whose
+    probe itself failed (the grader's fault), student output, bytes printed)."""
+    by_probe: dict[str, list] = {}
+    for q in questions():
+        for part in q.parts:
+            if part.id in cases:
+                by_probe.setdefault(part.probe, []).append(part)
+    batches = {}
+    for probe, parts in by_probe.items():
+        calls, slices = [], {}
+        for part in parts:
+            for k, case in enumerate(cases[part.id]):
+                slices[(part.id, k)] = slice(len(calls), len(calls) + len(case.calls))
+                calls.extend(case.calls)
+        batches[probe] = (calls, slices, parts)
+    # the probes are separate sandboxes that mostly wait: run them side by side
+    with ThreadPoolExecutor(max_workers=len(batches) or 1) as pool:
+        runs = {probe: pool.submit(PROBES[probe], str(root), calls, limits)
+                for probe, (calls, _, _) in batches.items()}
+        outcomes, failed, output, printed = {}, {}, [], 0
+        for probe, (_, slices, parts) in batches.items():
+            try:
+                run = runs[probe].result()
+            except ShardlabError:       # the submission's (e.g. staging refused a link): one line
+                raise
+            except Exception as exc:    # noqa: BLE001 - the harness failed: its parts only
+                reason = _one_line(f"the {probe!r} harness failed: {type(exc).__name__}: {exc}")
+                failed.update({part.id: reason for part in parts})
+                continue
+            outcomes.update({key: run.outcomes[s] for key, s in slices.items()})
+            output.append(run.output)
+            printed += run.output_bytes
+    return outcomes, failed, "".join(output), printed
+
+
+def _score_or_error(part: Part, points: float, cases, expected, outcomes) -> PartResult:
+    try:
+        return score_part(part, points, cases, expected, outcomes)
+    except Exception as exc:            # noqa: BLE001 - a scoring bug is ours, confined to the part
+        return internal_error_result(part, points, _one_line(f"scoring failed: {type(exc).__name__}: {exc}"))
+
+
+def grade_parts(root: Path, cfg, parts: list[Part], limits: Limits = Limits()):
+    """Grade some auto parts of one submission. The probes' slow start-up
+    (`prepare`: the gloo fork server importing torch) begins first; the
+    student's calls then run while a thread computes the expected values (the
+    probes mostly wait on their sandboxes, the reference mostly computes).
+    A part whose expected values or probe fail is an internal error (see the
+    module docstring); the others grade normally.
+    Returns ({part id: PartResult}, student output, bytes printed)."""
+    unstarted = {}
+    for probe in {p.probe for p in parts}:
+        if hasattr(PROBES[probe], "prepare"):
+            try:
+                PROBES[probe].prepare(str(root), limits)
+            except ShardlabError:
+                raise
+            except Exception as exc:    # noqa: BLE001 - the harness failed: its parts only
+                reason = _one_line(f"the {probe!r} harness failed to start: {type(exc).__name__}: {exc}")
+                unstarted.update({p.id: reason for p in parts if p.probe == probe})
+    cases = {p.id: part_cases(cfg, p.id) for p in parts}
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        expected = pool.submit(lambda: {p.id: _expected_or_error(cfg, p.id) for p in parts})
+        outcomes, failed, output, printed = _run_probes(
+            root, {pid: c for pid, c in cases.items() if pid not in unstarted}, limits)
+        expected = expected.result()
+    failed.update(unstarted)
+    results = {}
+    for p in parts:
+        values, reason = expected[p.id]
+        reason = reason or failed.get(p.id)
+        results[p.id] = (internal_error_result(p, part_points(p, cfg), reason) if reason else
+                         _score_or_error(p, part_points(p, cfg), cases[p.id], values,
+                                         [outcomes[(p.id, k)] for k in range(len(cases[p.id]))]))
+    return results, output, printed
+
+
+def grade_folder(root: Path, cfg, limits: Limits = Limits(), label: str | None = None,
+                 modules: set[str] | None = None, student_id: str | None = None) -> Report:
+    """Grade the submission whose assignments/ folder is under `root`; with
+    `modules`, only the questions on those student modules. With a course
+    secret, answers.toml is graded against the variant of `student_id`
+    (Gradescope's), else of the id in answers.toml (autograder/answers.py).
+    Refuses (ShardlabError) when the course requires the full jail and this
+    machine lacks a wall (autograder/walls.py)."""
+    from shardlab.autograder.sandbox.walls import required_walls
+    check_points_config(cfg)
+    walls = required_walls(cfg)
+    chosen = [q for q in questions() if modules is None or q.module in modules]
+    graded, output, printed = grade_parts(root, cfg, [p for q in chosen for p in q.parts if p.kind == "auto"],
+                                          limits)
+    qresults = []
+    for q in chosen:
+        presults = [graded[part.id] if part.kind == "auto" else
+                    PartResult(part.id, part.title, 0.0, 0.0, "Graded by hand (manual question).", part.kind)
+                    for part in q.parts]
+        qresults.append(QuestionResult(str(q.number), q.title, sum(p.score for p in presults),
+                                       sum(p.max_score for p in presults if not p.bonus), presults))
+    if modules is None:
+        from shardlab.autograder.engine.answer_sheet import grade_answers
+        answers = grade_answers(Path(root), cfg, student_id)
+        qresults += [answers] if answers else []
+    internal = [{"part": p.id, "error": p.feedback} for q in qresults for p in q.parts
+                if p.status == INTERNAL_ERROR]
+    return Report(label or str(root), sum(q.score for q in qresults), sum(q.max_score for q in qresults),
+                  qresults, output, printed, walls.describe(), internal)
+
+
+def grade_path(path: str | Path, cfg, limits: Limits = Limits(), student_id: str | None = None) -> Report:
+    """Grade a folder or zip submission."""
+    with open_submission(path) as root:
+        return grade_folder(root, cfg, limits, label=str(path), student_id=student_id)

@@ -1,0 +1,150 @@
+"""Grade many submissions: `shardlab grade PATH... --jobs N --out OUT`.
+
+Each submission is graded by its own supervised subprocess (`shardlab grade
+PATH --json`), so a submission that kills its grader cannot take innocent
+jobs with it; it is retried once, then recorded as an error row. Every result
+is written atomically as soon as it is known (results/<name>.json,
+feedback/<name>.md, and gradebook.csv rebuilt from all results), so an
+interrupted run loses nothing and `--resume` skips what is done.
+
+Parts the grader itself failed on (autograder/grading.py, "no false zeros")
+are listed in the gradebook's `internal_errors` column and at the top of the
+student's feedback, so the instructor can regrade them; each feedback file
+also says which walls isolated the student's code.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+from shardlab.autograder.sandbox import untrusted
+
+GRADE_TIMEOUT_SECONDS = 900
+ATTEMPTS = 2
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def submission_names(paths: list[str]) -> dict[str, str]:
+    """A unique, file-system-safe name per submission (its stem, numbered on clashes)."""
+    names, seen = {}, {}
+    for p in paths:
+        stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(p).stem) or "submission"
+        seen[stem] = seen.get(stem, 0) + 1
+        names[p] = stem if seen[stem] == 1 else f"{stem}-{seen[stem]}"
+    return names
+
+
+def grade_in_subprocess(path: str, config_path: str | None) -> dict:
+    """One supervised attempt; returns the report dict or an error record."""
+    cmd = [sys.executable, "-m", "shardlab.autograder.cli", "grade", path, "--json"]
+    if config_path:
+        cmd += ["--config", config_path]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=GRADE_TIMEOUT_SECONDS,
+                              start_new_session=True)
+    except subprocess.TimeoutExpired:
+        return {"status": "error", "error": f"grading took longer than {GRADE_TIMEOUT_SECONDS} s",
+                "retry": True}
+    if done.returncode == 0:
+        try:
+            report = json.loads(done.stdout.strip().splitlines()[-1])
+            report["status"] = "ok"
+            return report
+        except (ValueError, IndexError):
+            pass
+    err = (done.stderr.strip().splitlines() or ["no output"])[-1]
+    return {"status": "error", "error": f"the grader exited with status {done.returncode}: {err[:300]}",
+            "retry": done.returncode != 2}   # 2 is bad input (not a submission): retrying cannot help
+
+
+def feedback_markdown(name: str, report: dict) -> str:
+    lines = [f"# Feedback for {name}", ""]
+    if report["status"] != "ok":
+        return "\n".join(lines + [f"Could not grade this submission: {untrusted.markdown(report['error'])}", ""])
+    lines += [f"**Score: {report['score']:g} / {report['max_score']:g}**", ""]
+    if report.get("internal_errors"):
+        lines += [f"**Internal error in the grader, not your code, in part(s) "
+                  f"{', '.join(e['part'] for e in report['internal_errors'])}: they will be regraded.**", ""]
+    if report.get("walls"):
+        lines += [f"_Graded with {report['walls']}._", ""]
+    for q in report["questions"]:
+        lines += [f"## Question {q['id']} — {q['title']} ({q['score']:g} / {q['max_score']:g})", ""]
+        for p in q["parts"]:
+            score = "manual" if p.get("kind") == "manual" else f"{p['score']:g} / {p['max_score']:g}"
+            lines.append(f"- **{p['id']} {p['title']}** ({score}): {untrusted.markdown(p['feedback'])}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def gradebook_csv(results: dict[str, dict]) -> str:
+    """One row per submission, one column per part, plus total, status, and
+    the parts to regrade because the grader failed on them (internal_errors)."""
+    part_ids = []
+    for r in results.values():
+        for q in r.get("questions", []):
+            for p in q["parts"]:
+                if p["id"] not in part_ids:
+                    part_ids.append(p["id"])
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["submission", *part_ids, "total", "max_score", "status", "error", "internal_errors"])
+    for name in sorted(results):
+        r = results[name]
+        scores = {p["id"]: f"{p['score']:g}" for q in r.get("questions", []) for p in q["parts"]}
+        total = (f"{r['score']:g}", f"{r['max_score']:g}") if r["status"] == "ok" else ("", "")
+        regrade = " ".join(e["part"] for e in r.get("internal_errors", []))
+        w.writerow([name, *[scores.get(i, "") for i in part_ids], *total, r["status"], r.get("error", ""),
+                    regrade])
+    return buf.getvalue()
+
+
+def grade_many(paths: list[str], out: Path, config_path: str | None, jobs: int = 2,
+               resume: bool = False, on_result=None) -> dict[str, dict]:
+    """Grade every path into `out`; returns {name: report or error record}."""
+    results_dir, feedback_dir = out / "results", out / "feedback"
+    results_dir.mkdir(parents=True, exist_ok=True)
+    feedback_dir.mkdir(parents=True, exist_ok=True)
+    names = submission_names(paths)
+    results: dict[str, dict] = {}
+    todo = []
+    for path, name in names.items():
+        done = results_dir / f"{name}.json"
+        if resume and done.is_file():
+            results[name] = json.loads(done.read_text())
+            if on_result:
+                on_result(name, results[name], skipped=True)
+        else:
+            todo.append(path)
+
+    def attempt(path: str) -> dict:
+        for _ in range(ATTEMPTS):
+            report = grade_in_subprocess(path, config_path)
+            if not report.pop("retry", False):
+                break
+        report["submission"] = path
+        return report
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = {pool.submit(attempt, p): p for p in todo}
+        for fut in as_completed(futures):
+            name = names[futures[fut]]
+            report = fut.result()
+            results[name] = report
+            write_atomic(results_dir / f"{name}.json", json.dumps(report, indent=1))
+            write_atomic(feedback_dir / f"{name}.md", feedback_markdown(name, report))
+            write_atomic(out / "gradebook.csv", gradebook_csv(results))
+            if on_result:
+                on_result(name, report, skipped=False)
+    write_atomic(out / "gradebook.csv", gradebook_csv(results))
+    return results

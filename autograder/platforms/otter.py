@@ -1,0 +1,180 @@
+"""What runs inside otter's grading run (Gradescope or `otter run`).
+
+otter executes one top-level `.py` file of the submission in a Jupyter kernel
+and then runs the test files against that kernel's globals. Our zip ships
+that file (`files/shardlab_otter_entry.py`, copied into the submission folder
+by otter, overwriting any file of the same name), so student code never runs
+in otter's kernel:
+
+1. `QuarantinePlugin.before_grading` (an otter plugin, outside the kernel)
+   moves everything the student uploaded out of the kernel's working folder
+   into `<autograder dir>/shardlab-submission/`, so a student folder named
+   `otter/` or `autograder/` cannot shadow a package the kernel imports.
+2. The entry file calls `locate_submission()`: where `assignments/` is, and
+   which course config the zip shipped.
+3. Every test case calls `check_part(handle, part_id)`. The first call grades
+   the whole submission with the shardlab engine (student code runs in its
+   sandbox subprocesses); the report is kept in memory and written to
+   `<autograder dir>/shardlab/report.json`; every case is answered from it.
+4. `QuarantinePlugin.after_grading` puts the report's notes in the results'
+   top-level output: the walls the code ran in, and the parts the grader
+   itself failed on (internal errors, not the student's; regrade them).
+
+Layout of a grading run (otter's): `<autograder dir>/source/` holds the
+unzipped autograder zip, `<autograder dir>/submission/` the submission and
+is the kernel's working folder.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+ENTRY_FILE = "shardlab_otter_entry.py"
+CONFIG_FILE = "shardlab-course.toml"      # at the zip's root: <autograder dir>/source/
+QUARANTINE = "shardlab-submission"         # <autograder dir>/shardlab-submission/
+REPORT_FILE = Path("shardlab") / "report.json"
+_OTTER_OWN = {ENTRY_FILE, "tests", "__init__.py"}   # what otter itself puts in submission/
+_IGNORED_DIRS = {"tests", "__MACOSX", "__pycache__"}
+
+_reports: dict[str, dict] = {}
+
+
+def _reached_without_links(folder: Path, path: Path) -> bool:
+    """No symlink between `folder` and `path`: a link in the upload must not
+    lead the grader to a folder or zip elsewhere (autograder/staging.py)."""
+    parts = path.relative_to(folder).parts
+    return not any(folder.joinpath(*parts[:i]).is_symlink() for i in range(1, len(parts) + 1))
+
+
+def _find_assignments(folder: Path) -> Path | None:
+    """The folder holding assignments/: `folder` itself or one subfolder at
+    most two levels down; a single zip in `folder` is unpacked next to it.
+    A linked assignments/ is found, and then refused by name when staged."""
+    if os.path.lexists(folder / "assignments"):
+        return folder
+    found = [p.parent for p in folder.glob("*/assignments") if p.is_dir()]
+    found += [p.parent for p in folder.glob("*/*/assignments") if p.is_dir()]
+    found = [p for p in found if not set(p.relative_to(folder).parts) & _IGNORED_DIRS
+             and _reached_without_links(folder, p)]
+    if len(found) == 1:
+        return found[0]
+    zips = [z for z in folder.glob("*.zip") if not z.is_symlink()]
+    if not found and len(zips) == 1:
+        from shardlab.autograder.engine.submission import open_submission   # its size and path checks
+        target = folder / "_unzipped"
+        with open_submission(zips[0]) as root:
+            shutil.copytree(root, target, dirs_exist_ok=True)
+        return _find_assignments(target)
+    return None
+
+
+def locate_submission(cwd: str | Path | None = None) -> dict:
+    """Called by the entry file in otter's kernel: {root, config, report} or {error}."""
+    here = Path(cwd or os.getcwd()).resolve()
+    # the kernel starts in the submission folder, which is on sys.path: drop it
+    sys.path[:] = [p for p in sys.path if p and Path(p).resolve() != here]
+    ag_dir = here.parent
+    config = ag_dir / "source" / CONFIG_FILE
+    if not config.is_file():
+        return {"error": f"shardlab: the course config {config} is missing from the autograder zip"}
+    quarantined = ag_dir / QUARANTINE
+    try:
+        root = _find_assignments(quarantined if quarantined.is_dir() else here)
+    except Exception as exc:   # a bad zip inside the submission: say so in every case
+        return {"error": f"shardlab: could not open the submission: {exc}"}
+    if root is None:
+        return {"error": "shardlab: the submission holds no assignments/ folder "
+                         "(zip the folder that holds assignments/ and upload that zip)"}
+    return {"root": str(root), "config": str(config), "report": str(ag_dir / REPORT_FILE),
+            "metadata": str(ag_dir / "submission_metadata.json")}   # Gradescope's: the student id
+
+
+def graded(handle: dict) -> dict:
+    """The submission's report as a dict: graded once per grading run."""
+    key = handle["root"]
+    if key not in _reports:
+        from shardlab.autograder.engine.grading import grade_path
+        from shardlab.autograder.errors import ShardlabError
+        from shardlab.reference.config import load_config
+        try:
+            from shardlab.autograder.engine.answer_sheet import gradescope_student_id
+            report = grade_path(handle["root"], load_config(handle["config"]),
+                                student_id=gradescope_student_id(handle.get("metadata"))).to_dict()
+        except ShardlabError as exc:
+            report = {"error": str(exc)}
+        except Exception as exc:   # a shardlab bug: every case says so; grade only once anyway
+            report = {"error": f"shardlab internal error: {type(exc).__name__}: {exc}"}
+        out = Path(handle["report"])
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(".tmp")
+        tmp.write_text(json.dumps(report, indent=1), encoding="utf-8")
+        os.replace(tmp, out)
+        _reports[key] = report
+    return _reports[key]
+
+
+def check_part(handle: dict | None, part_id: str) -> None:
+    """One otter test case: passes when the part earned its points, else
+    raises AssertionError carrying the engine's feedback for that part,
+    escaped: Gradescope shows it as HTML (autograder/untrusted.py)."""
+    from shardlab.autograder.sandbox.untrusted import html
+    if handle is None:
+        raise AssertionError("shardlab: the entry file did not run (was it removed from the zip?)")
+    if "error" in handle:
+        raise AssertionError(html(handle["error"]))
+    report = graded(handle)
+    if "error" in report:
+        raise AssertionError(html(report["error"]))
+    part = next((p for q in report["questions"] for p in q["parts"] if p["id"] == part_id), None)
+    if part is None:
+        raise AssertionError(f"shardlab: part {part_id} is not in the report (zip and engine differ)")
+    if part["score"] < part["max_score"]:
+        raise AssertionError(html(part["feedback"]))
+
+
+def _quarantine(submission_dir: Path) -> None:
+    target = submission_dir.parent / QUARANTINE
+    target.mkdir(exist_ok=True)
+    for entry in submission_dir.iterdir():
+        if entry.name not in _OTTER_OWN:
+            shutil.move(str(entry), str(target / entry.name))
+
+
+try:
+    from otter.plugins import AbstractOtterPlugin
+except ImportError:   # otter is only needed when grading under otter
+    AbstractOtterPlugin = object
+
+
+def grading_notes(report: dict) -> str:
+    """The submission-wide lines of otter's results (Gradescope's `output`,
+    shown as HTML: the error may name a student's file, so it is escaped)."""
+    from shardlab.autograder.sandbox.untrusted import html
+    if "error" in report:
+        return f"shardlab: {html(report['error'])}"
+    lines = [f"shardlab: graded with {report.get('walls') or 'unknown walls'}."]
+    if report.get("internal_errors"):
+        lines.append("shardlab: internal error in the grader, not your code, in part(s) "
+                     f"{', '.join(e['part'] for e in report['internal_errors'])}: they are flagged "
+                     "for your instructor to regrade.")
+    return "\n".join(lines)
+
+
+class QuarantinePlugin(AbstractOtterPlugin):
+    """otter plugin (listed in the zip's otter_config.json): before the kernel
+    starts, move the student's files out of its working folder; after grading,
+    add the report's notes (walls, internal errors) to the results."""
+
+    def before_grading(self, config):
+        _quarantine(Path(self.submission_path).resolve().parent)
+
+    def after_grading(self, results):
+        report = Path(self.submission_path).resolve().parent.parent / REPORT_FILE
+        try:
+            notes = grading_notes(json.loads(report.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            notes = "shardlab: no grading report was written (see the test cases)."
+        results.set_output(notes)

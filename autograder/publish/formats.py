@@ -1,0 +1,93 @@
+"""The handout's other formats: HTML through markdown-it-py (CommonMark plus
+tables), and a Jupyter notebook built with nbformat: the handout's Markdown
+split into one cell per section, and after each task's heading a code cell
+that imports the student's module and runs that task's public checks
+(autograder/public_check.py, inlined in the first code cell)."""
+from __future__ import annotations
+
+import html
+import inspect
+import json
+import re
+
+import nbformat
+from markdown_it import MarkdownIt
+
+from shardlab.autograder.publish import public_check
+from shardlab.autograder.questions import questions
+
+PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>{title}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; max-width: 52rem; margin: 2rem auto; padding: 0 1rem; line-height: 1.5; }}
+table {{ border-collapse: collapse; }} th, td {{ border: 1px solid #bbb; padding: .25rem .5rem; }}
+code {{ background: #f3f3f3; }} img {{ max-width: 100%; }}
+</style>
+</head>
+<body>
+{body}</body>
+</html>
+"""
+
+
+def to_html(markdown: str, title: str) -> str:
+    """A standalone HTML page of the Markdown (raw HTML in the source is escaped)."""
+    body = MarkdownIt("commonmark", {"html": False}).enable("table").render(markdown)
+    return PAGE.format(title=html.escape(title), body=body)
+
+
+SETUP = '''\
+# Run this cell first. It makes assignments/ importable and defines the checks.
+import importlib, json, os, sys
+sys.path.insert(0, os.getcwd())
+
+{helper}
+
+def run_checks(module, cases):
+    """Reload assignments.<module> (so your edits count) and run the public checks."""
+    importlib.reload(importlib.import_module(f"assignments.{{module}}"))
+    failures = []
+    for case in json.loads(cases):
+        try:
+            check(**case["check"])
+        except Exception as exc:  # show every failing case, then fail the cell
+            failures.append(f"{{case['id']}}: {{type(exc).__name__}}: {{exc}}")
+    if failures:
+        raise AssertionError("\\n".join(failures))
+    print(f"all {{len(json.loads(cases))}} public checks passed")
+'''
+
+_SECTION = re.compile(r"^(?=#{2,3} )", re.M)
+
+
+def notebook(cfg, handout_md: str, checks: dict) -> nbformat.NotebookNode:
+    """One markdown cell per handout section; a check cell per locally checked task."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    helper = inspect.getsource(public_check).split('"""', 2)[2].strip()
+    cells = []
+    for section in _SECTION.split(handout_md):
+        if section.strip():
+            cells.append(nbformat.v4.new_markdown_cell(section.strip()))
+        if not cells or not section.startswith("## Question"):
+            continue
+        number = section.split()[2]
+        q = next(q for q in questions() if str(q.number) == number)
+        for part_id, cases in checks.get(number, {}).items():
+            part = next(p for p in q.parts if p.id == part_id)
+            cells.append(nbformat.v4.new_markdown_cell(
+                f"**Task {part_id}** `{part.title}`: {part.description}. "
+                f"Fill it in in `assignments/{q.module}.py`, then run the public checks:"))
+            cells.append(nbformat.v4.new_code_cell(
+                f"run_checks({q.module!r}, r'''{json.dumps(cases)}''')"))
+    cells.insert(1, nbformat.v4.new_code_cell(SETUP.format(helper=helper)))
+    nb.cells = cells
+    nbformat.validate(nb)
+    return nb
+
+
+def notebook_json(cfg, handout_md: str, checks: dict) -> str:
+    return nbformat.writes(notebook(cfg, handout_md, checks))

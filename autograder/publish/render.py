@@ -1,0 +1,73 @@
+"""Handouts from Jinja templates. Templates compute nothing: every number
+comes from the reference's worked derivations for the course config."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import jinja2
+
+from shardlab.autograder import content
+from shardlab.autograder.publish.formats import to_html
+from shardlab.autograder.questions import part_points, questions
+
+TEMPLATES = content.folder("templates")
+BUCKETS_PNG = "bench/buckets.png"   # where `shardlab bench buckets` writes its plot by default
+
+
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES),
+                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                              trim_blocks=True, lstrip_blocks=True)
+
+
+def context(cfg, solutions: bool, figures: dict | None = None, student: dict | None = None) -> dict:
+    """figures: solutions' image paths by name (None: not drawn); student:
+    {id, name, answers} for a per-student handout (autograder/variants.py)."""
+    qs = []
+    for q in questions():
+        qs.append(dict(
+            number=q.number, title=q.title, module=q.module, template=f"questions/{q.template}",
+            worked=q.worked(cfg) if q.worked else {},
+            parts=[dict(id=p.id, title=p.title, points=part_points(p, cfg), kind=p.kind,
+                        description=p.description,
+                        mistakes=[m.message for m in p.misconceptions]) for p in q.parts],
+            points=sum(part_points(p, cfg) for p in q.parts if not p.bonus),
+            bonus=sum(part_points(p, cfg) for p in q.parts if p.bonus),
+        ))
+    return dict(cfg=cfg, questions=qs, solutions=solutions, figures=figures or {}, student=student)
+
+
+def render_markdown(cfg, solutions: bool, figures: dict | None = None, student: dict | None = None) -> str:
+    name = "solutions.md.j2" if solutions else "handout.md.j2"
+    return environment().get_template(name).render(**context(cfg, solutions, figures, student))
+
+
+def write_handout(cfg, out: Path, student: dict | None = None) -> list[Path]:
+    """handout.md and handout.html (a per-student one with `student`)."""
+    out.mkdir(parents=True, exist_ok=True)
+    md = render_markdown(cfg, False, student=student)
+    (out / "handout.md").write_text(md, encoding="utf-8")
+    (out / "handout.html").write_text(to_html(md, cfg.assignment_name), encoding="utf-8")
+    return [out / "handout.md", out / "handout.html"]
+
+
+def build(cfg, out: Path) -> list[Path]:
+    """Pipeline: handout (md, html, notebook), solutions with figures (md,
+    html), starter kit zip. The bucket plot is linked when `shardlab bench
+    buckets` already wrote it into out/bench/."""
+    from shardlab.autograder.publish.figures import MEMORY_PNG, memory_breakdown_png
+    from shardlab.autograder.publish.formats import notebook_json
+    from shardlab.autograder.publish.starter import build_starter_kit, public_checks
+    written = write_handout(cfg, out)
+    md = written[0].read_text(encoding="utf-8")
+    (out / "handout.ipynb").write_text(notebook_json(cfg, md, public_checks(cfg)), encoding="utf-8")
+    written.append(out / "handout.ipynb")
+    figures = {"memory": memory_breakdown_png(cfg, out / MEMORY_PNG).name,
+               "buckets": BUCKETS_PNG if (out / BUCKETS_PNG).is_file() else None}
+    solutions = render_markdown(cfg, True, figures)
+    (out / "solutions.md").write_text(solutions, encoding="utf-8")
+    (out / "solutions.html").write_text(to_html(solutions, f"{cfg.assignment_name}: solutions"),
+                                        encoding="utf-8")
+    written += [out / "solutions.md", out / "solutions.html", out / MEMORY_PNG]
+    written.append(build_starter_kit(cfg, md, out))
+    return written

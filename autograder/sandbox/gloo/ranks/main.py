@@ -1,0 +1,214 @@
+"""The fork server, and the two processes of every rank it forks.
+
+The grader starts `python -I -m autograder.sandbox.gloo.ranks.main` in its own session
+and cgroup. The fork server imports torch and the scenarios, runs no torch
+op (forking after torch has started its thread pools can hang a child), and
+forks the ranks of each worker group on request, in milliseconds, sharing
+torch's pages. Each rank is two processes:
+
+    rank r (trusted: autograder/gloo/rank.py)    -- gloo, the trace, the grader's socket
+      └─ its student process (walled in: autograder/jail.py)  -- student code, no network
+
+The student process is forked first, before gloo starts, and walls itself in
+before it imports any student code; it talks only to its rank's trusted
+process, over a socketpair. Protocol with the grader, all JSON lines:
+
+- stdin (grader -> server): first {"result_fd": fd, "modules": [extra
+  scenario modules]}, then {"spawn": {"world_size", "root", "namespaces",
+  "socket", "store", "collective_seconds", "memory_bytes"}} per group.
+- result fd (server -> grader): {"ready": true}, then {"spawned": [pids]}
+  per group (the trusted processes' pids; the first is the group's process
+  group id).
+- each trusted rank connects to the group's Unix socket (in a folder only
+  the grader can enter) and sends {"hello": rank}, then {"ready": true} once
+  the process group is up, then per scenario (autograder/gloo/rank.py).
+
+Trusted ranks die with the fork server (PR_SET_PDEATHSIG), which dies with
+the grader; student processes die with their rank (autograder/jail.py) and
+with the sandbox's cgroup. Student output goes to the server's stdout, which
+the grader caps.
+"""
+from __future__ import annotations
+
+import ctypes
+import importlib
+import json
+import os
+import resource
+import signal
+import socket
+import sys
+import warnings
+from datetime import timedelta
+
+from shardlab.autograder.sandbox.gloo.ranks.channel import Channel, unpack_tensors
+from shardlab.autograder.sandbox.worker import (BlockAnswerKey, describe_exception, import_student_module,
+                                       load_submission_package, plain)
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+class _GraderLine:
+    """JSON lines to the grader over the group's socket (from one thread)."""
+
+    def __init__(self, path: str):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(path)
+        self.reader = self.sock.makefile("rb")
+
+    def send(self, **msg) -> None:
+        self.sock.sendall((json.dumps(msg) + "\n").encode())
+
+    def receive(self) -> dict | None:
+        line = self.reader.readline()
+        return json.loads(line) if line else None
+
+
+# ---- the student's process ----------------------------------------------------------------
+
+
+def _student_main(spec: dict, rank: int, sock: socket.socket) -> None:
+    """Walled in before any student code; then runs the student halves of scenarios."""
+    import torch
+
+    from shardlab.autograder.sandbox import jail
+    from shardlab.autograder.sandbox.gloo.ranks.proxy import Proxy
+    from shardlab.autograder.sandbox.gloo.ranks.scenarios import SCENARIOS, StudentContext
+
+    jail.confine(spec["root"], keep=(1, 2, sock.fileno()), namespaces=spec["namespaces"])
+    if spec.get("memory_bytes"):
+        resource.setrlimit(resource.RLIMIT_AS, (spec["memory_bytes"], spec["memory_bytes"]))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    torch.set_num_threads(1)
+    proxy = Proxy(Channel(sock), rank, spec["world_size"])
+    proxy.install()
+    # Only harness code of the grader is in this process's memory (the scenarios,
+    # reference.toy_models and reference.comm4d_mesh: models and a mesh forward,
+    # no answers; tests/test_attacks_gloo.py checks). Unlisting it keeps student
+    # imports from reaching it by name.
+    for name in list(sys.modules):
+        if name.split(".")[0] == "shardlab":
+            del sys.modules[name]
+    sys.meta_path.insert(0, BlockAnswerKey())
+    load_submission_package(jail.SUBMISSION if spec["namespaces"] else spec["root"])
+    while (frame := proxy.next_run()) is not None:
+        header, payload = frame
+        run = header["run"]
+        ctx = StudentContext(rank, spec["world_size"], run["module"], proxy, _load_student)
+        try:
+            tensors = unpack_tensors(run["tensors"], payload)
+            value = plain(SCENARIOS[run["scenario"]].student(ctx, tensors, **run["args"]))
+        except BaseException as exc:  # noqa: BLE001 - any failure of student code is a result
+            proxy.channel.send({"error": describe_exception(exc)})
+            continue
+        proxy.channel.send({"result": value})
+
+
+def _load_student(module: str):
+    try:
+        return import_student_module(module)
+    except FileNotFoundError:
+        raise
+    except BaseException as exc:  # noqa: BLE001
+        raise ImportError(f"assignments/{module}.py failed to import: {describe_exception(exc)}") from None
+
+
+# ---- the rank's trusted process --------------------------------------------------------------
+
+
+def _rank_main(spec: dict, rank: int) -> None:
+    ours, theirs = socket.socketpair()
+    student = os.fork()
+    if student == 0:
+        code = 0
+        try:
+            ours.close()
+            _student_main(spec, rank, theirs)
+        except BaseException:  # noqa: BLE001 - the trusted side sees the closed socket
+            code = 1
+        finally:
+            os._exit(code)
+    theirs.close()
+    import torch
+    import torch.distributed as dist
+
+    from shardlab.autograder.sandbox.gloo.ranks.trusted import serve_run
+    from shardlab.autograder.sandbox.gloo.ranks.tracing import Tracer
+
+    warnings.filterwarnings("ignore")             # torch's deprecation notes are not the student's output
+    grader = _GraderLine(spec["socket"])
+    grader.send(hello=rank, pid=os.getpid())
+    grader.send(at="torch.set_num_threads")
+    torch.set_num_threads(1)
+    grader.send(at="the gloo rendezvous (init_process_group)")
+    store = dist.FileStore(spec["store"], spec["world_size"])
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=spec["world_size"],
+                            timeout=timedelta(seconds=spec["collective_seconds"]))
+    grader.send(at=None)
+    tracer = Tracer(status=lambda label: grader.send(at=label))
+    tracer.install()
+    channel = Channel(ours)
+    grader.send(ready=True)
+    while (msg := grader.receive()) is not None:
+        serve_run(msg["run"], channel, grader.send, tracer, rank, spec["world_size"])
+
+
+def _fork_rank(spec: dict, rank: int, leader: int) -> int:
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            os.setpgid(0, leader)
+            _die_with_parent()
+            devnull = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(devnull, 0)
+            os.close(spec["result_fd"])
+            _rank_main(spec, rank)
+        except BaseException:  # noqa: BLE001 - the grader sees the closed socket
+            code = 1
+        finally:
+            os._exit(code)      # never run the server's code after a rank returns
+    try:
+        os.setpgid(pid, leader or pid)
+    except OSError:               # the child did it first, or already exited
+        pass
+    return pid
+
+
+def serve() -> None:
+    first = json.loads(sys.stdin.readline())
+    results = os.fdopen(first["result_fd"], "w", buffering=1)
+    _die_with_parent()
+    import torch  # noqa: F401 - loaded once here, shared by every forked rank
+    import torch.distributed  # noqa: F401
+
+    import shardlab.autograder.sandbox.gloo.ranks.proxy  # noqa: F401 - the student side, loaded before any wall goes up
+    import shardlab.autograder.sandbox.gloo.ranks.trusted  # noqa: F401
+    from shardlab.autograder.sandbox import jail
+    jail.allowed_paths(), jail.grader_entries()      # found once here, inherited by every rank
+    from shardlab.autograder.sandbox.gloo.ranks.scenarios import load_all
+    load_all()
+    for extra in first.get("modules", ()):     # scenarios outside grading (the benchmark)
+        importlib.import_module(extra)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)      # the kernel reaps finished ranks
+    results.write(json.dumps({"ready": True}) + "\n")
+    for line in sys.stdin:
+        spec = json.loads(line)["spawn"]
+        spec["result_fd"] = first["result_fd"]
+        pids: list[int] = []
+        for rank in range(spec["world_size"]):
+            pids.append(_fork_rank(spec, rank, pids[0] if pids else 0))
+        results.write(json.dumps({"spawned": pids}) + "\n")
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    serve()

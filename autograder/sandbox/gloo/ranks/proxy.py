@@ -1,0 +1,220 @@
+"""torch.distributed as the student's process sees it: every collective is
+carried out by the rank's trusted process (autograder/gloo/rank.py).
+
+The student's process has no gloo connection and no network. `Proxy.install()`
+replaces the public collectives of `torch.distributed` (both namespaces
+student code may use) with functions that send the input tensor to the
+trusted process, which performs the real gloo collective with the other
+ranks, records it, and sends the result back. Semantics follow torch's:
+
+- in-place results (`all_reduce`, `broadcast`) and output tensors
+  (`all_gather_into_tensor`, `reduce_scatter_tensor`, list forms) are
+  written when the call returns, or, with `async_op=True`, when the returned
+  work's `wait()` returns (the input is read when the call is made);
+- only the default group exists (`group=None`), of `world_size` ranks;
+- `init_process_group` is a no-op (the group is already up);
+  `get_rank`/`get_world_size` answer for this rank.
+
+A reader thread files the replies as they arrive, so the trusted process
+never blocks on a student that issued many async collectives before
+waiting. Nothing here is trusted by the grader: what counts is what the
+trusted process saw and did.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.distributed.distributed_c10d as c10d
+
+from shardlab.autograder.sandbox.gloo.ranks.channel import Channel, describe, tensor_bytes, tensor_from
+
+GATHER_INTO = ("all_gather_into_tensor", "all_gather_single", "_all_gather_base")
+SCATTER_FROM = ("reduce_scatter_tensor", "reduce_scatter_single", "_reduce_scatter_base")
+REDUCE_OPS = ("SUM", "PRODUCT", "MIN", "MAX", "AVG", "BAND", "BOR", "BXOR")
+
+
+def _reduce_name(op: Any) -> str:
+    for name in REDUCE_OPS:
+        if hasattr(dist.ReduceOp, name) and op == getattr(dist.ReduceOp, name):
+            return name
+    raise ValueError(f"unsupported reduce op {op!r}")
+
+
+def _check_group(group: Any) -> None:
+    if group is not None and group is not getattr(dist.group, "WORLD", None):
+        raise ValueError("only the default process group exists here (pass group=None)")
+
+
+class Work:
+    """What an async collective returns; `wait()` writes the result."""
+
+    def __init__(self, proxy: "Proxy", call_id: int, write):
+        self._proxy, self._id, self._write, self._done = proxy, call_id, write, False
+
+    def wait(self, timeout=None) -> bool:
+        if not self._done:
+            self._write(self._proxy._result(self._id))
+            self._done = True
+        return True
+
+    def is_completed(self) -> bool:
+        return self._done or self._proxy._has(self._id)
+
+    def is_success(self) -> bool:
+        return self.is_completed()
+
+
+class Proxy:
+    def __init__(self, channel: Channel, rank: int, world_size: int):
+        self.channel, self.rank, self.world_size = channel, rank, world_size
+        self._next_id = 0
+        self._replies: dict[int, tuple[dict, bytearray]] = {}
+        self._runs: list[tuple[dict, bytearray]] = []
+        self._closed = False
+        self._cond = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True, name="collective replies")
+        self._reader.start()
+
+    # ---- the trusted process's messages ----------------------------------------------
+    def _read(self) -> None:
+        try:
+            while (frame := self.channel.receive()) is not None:
+                header, _ = frame
+                with self._cond:
+                    if "run" in header:
+                        self._runs.append(frame)
+                    else:
+                        self._replies[int(header.get("id", -1))] = frame
+                    self._cond.notify_all()
+        except Exception:  # noqa: BLE001 - the trusted side went away
+            pass
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def next_run(self) -> tuple[dict, bytearray] | None:
+        with self._cond:
+            self._cond.wait_for(lambda: self._runs or self._closed)
+            return self._runs.pop(0) if self._runs else None
+
+    def _has(self, call_id: int) -> bool:
+        with self._cond:
+            return call_id in self._replies
+
+    def _result(self, call_id: int) -> torch.Tensor | None:
+        with self._cond:
+            self._cond.wait_for(lambda: call_id in self._replies or self._closed)
+            if call_id not in self._replies:
+                raise RuntimeError("the rank's communication process is gone")
+            header, payload = self._replies.pop(call_id)
+        if "failed" in header:
+            raise RuntimeError(str(header["failed"]))
+        return tensor_from(header, payload) if "dtype" in header else None
+
+    # ---- sending -------------------------------------------------------------------
+    def mark(self, kind: str, **fields) -> None:
+        """Tell the trusted process where the scenario is (phases, gradients, units)."""
+        self.channel.send({"mark": kind, **fields})
+
+    def _issue(self, op: str, tensor: torch.Tensor | None, write, async_op: bool, **extra):
+        if tensor is not None and not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"{op} expects a tensor, got {type(tensor).__name__}")
+        self._next_id += 1
+        call_id = self._next_id
+        header = {"op": op, "id": call_id, "async": bool(async_op), **extra}
+        if tensor is not None:
+            header.update(describe(tensor))
+        self.channel.send(header, tensor_bytes(tensor) if tensor is not None else b"")
+        work = Work(self, call_id, write)
+        if async_op:
+            return work
+        work.wait()
+        return None
+
+    # ---- torch.distributed's collectives ----------------------------------------------
+    def all_reduce(self, tensor, op=dist.ReduceOp.SUM, group=None, async_op=False):
+        _check_group(group)
+        return self._issue("all_reduce", tensor, lambda r: _copy(tensor, r), async_op, reduce=_reduce_name(op))
+
+    def broadcast(self, tensor, src=None, group=None, async_op=False, group_src=None):
+        _check_group(group)
+        src = src if src is not None else group_src
+        return self._issue("broadcast", tensor, lambda r: _copy(tensor, r), async_op, src=int(src))
+
+    def all_gather_into_tensor(self, output_tensor, input_tensor, group=None, async_op=False,
+                               _name="all_gather_into_tensor"):
+        _check_group(group)
+        return self._issue(_name, input_tensor, lambda r: _copy(output_tensor, r),
+                           async_op, out_shape=list(output_tensor.shape))
+
+    def all_gather(self, tensor_list, tensor, group=None, async_op=False):
+        _check_group(group)
+        return self._issue("all_gather", tensor, lambda r: _split_into(tensor_list, r), async_op)
+
+    def reduce_scatter_tensor(self, output, input, op=dist.ReduceOp.SUM, group=None, async_op=False,
+                              _name="reduce_scatter_tensor"):
+        _check_group(group)
+        return self._issue(_name, input, lambda r: _copy(output, r), async_op,
+                           reduce=_reduce_name(op), out_shape=list(output.shape))
+
+    def reduce_scatter(self, output, input_list, op=dist.ReduceOp.SUM, group=None, async_op=False):
+        _check_group(group)
+        whole = torch.cat([t.reshape(-1) for t in input_list])
+        return self._issue("reduce_scatter", whole, lambda r: _copy(output, r), async_op,
+                           reduce=_reduce_name(op), out_shape=list(output.shape))
+
+    def barrier(self, group=None, async_op=False, device_ids=None):
+        _check_group(group)
+        return self._issue("barrier", None, lambda r: None, async_op)
+
+    def _unsupported(self, name: str):
+        def refuse(*args, **kwargs):
+            raise RuntimeError(f"torch.distributed.{name} is not available in this assignment's process "
+                               f"group (use all_reduce, broadcast, all_gather, all_gather_into_tensor, "
+                               f"reduce_scatter, reduce_scatter_tensor, barrier)")
+        return refuse
+
+    def install(self) -> None:
+        """Replace torch.distributed's collectives and queries in both namespaces."""
+        ws, rank = self.world_size, self.rank
+        table = {
+            "all_reduce": self.all_reduce, "broadcast": self.broadcast,
+            "all_gather": self.all_gather, "reduce_scatter": self.reduce_scatter,
+            "barrier": self.barrier,
+            "get_rank": lambda group=None: rank, "get_world_size": lambda group=None: ws,
+            "is_initialized": lambda: True, "is_available": lambda: True,
+            "get_backend": lambda group=None: "gloo",
+            "init_process_group": lambda *a, **k: None, "destroy_process_group": lambda *a, **k: None,
+            "get_process_group_ranks": lambda group=None: list(range(ws)),
+        }
+        # the flat forms keep the name the student called: the trace shows it
+        for name in GATHER_INTO:
+            table[name] = functools.partial(self.all_gather_into_tensor, _name=name)
+        for name in SCATTER_FROM:
+            table[name] = functools.partial(self.reduce_scatter_tensor, _name=name)
+        for name in ("all_to_all", "all_to_all_single", "send", "recv", "isend", "irecv", "gather",
+                     "scatter", "reduce", "new_group", "all_gather_object", "broadcast_object_list",
+                     "monitored_barrier", "batch_isend_irecv"):
+            table[name] = self._unsupported(name)
+        for namespace in (dist, c10d):
+            for name, fn in table.items():
+                setattr(namespace, name, fn)
+
+
+@torch.no_grad()
+def _copy(target: torch.Tensor, result: torch.Tensor) -> None:
+    if result.numel() != target.numel():
+        raise RuntimeError(f"the collective returned {result.numel()} elements for a tensor of {target.numel()}")
+    target.copy_(result.reshape(target.shape))
+
+
+@torch.no_grad()
+def _split_into(targets: list[torch.Tensor], result: torch.Tensor) -> None:
+    flat, offset = result.reshape(-1), 0
+    for t in targets:
+        t.copy_(flat[offset:offset + t.numel()].reshape(t.shape))
+        offset += t.numel()

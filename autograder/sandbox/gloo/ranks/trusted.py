@@ -1,0 +1,167 @@
+"""A rank's trusted process: performs its student process's collectives on the
+real gloo group, records them, and runs the trusted halves of scenarios.
+
+Student code never runs here. The student's process (forked before gloo
+starts, then walled in by autograder/jail.py) asks for collectives over a
+socketpair (autograder/gloo/proxy.py); this process checks each request,
+performs it with the other ranks through the traced torch.distributed
+functions (autograder/gloo/tracing.py), and sends the result back. The
+trace, the order of the student's marks relative to it, and every
+expected value are therefore out of the student's reach.
+
+Per scenario (`serve_run`): `prepare` (trusted: the rank's own data and
+weights), then the student half in the student's process, then `report`
+(trusted). Messages to the grader: {"at": label|null} while blocked in a
+collective, then {"result": value}, {"error": text, "collectives": n} or
+{"died": true} when the student's process ended.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+
+from shardlab.autograder.sandbox.gloo.ranks.proxy import GATHER_INTO, SCATTER_FROM
+from shardlab.autograder.sandbox.gloo.ranks.channel import Channel, ProtocolError, describe, pack_tensors, tensor_bytes, tensor_from
+from shardlab.autograder.sandbox.gloo.ranks.scenarios import SCENARIOS, RankContext
+from shardlab.autograder.sandbox.gloo.ranks.tracing import Tracer, explain
+
+MAX_MARKS = 100_000            # per scenario: more is a flood, not a training loop
+MAX_ERROR_CHARS = 2000
+
+
+class CollectiveRequestError(Exception):
+    """The student's process asked for something no collective can do."""
+
+
+def _reduce(name) -> dist.ReduceOp:
+    op = getattr(dist.ReduceOp, str(name), None)
+    if op is None:
+        raise CollectiveRequestError(f"unknown reduce op {str(name)[:40]!r}")
+    return op
+
+
+def _output(header: dict, dtype: torch.dtype, numel: int) -> torch.Tensor:
+    shape = header.get("out_shape")
+    if not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
+        raise CollectiveRequestError("no output shape")
+    n = 1
+    for s in shape:
+        n *= s
+    if n != numel:
+        raise CollectiveRequestError(f"an output of shape {shape} cannot hold {numel} elements")
+    return torch.empty(shape, dtype=dtype)
+
+
+def perform(header: dict, payload: bytearray, world_size: int) -> torch.Tensor | None:
+    """One collective, on the real group, through the traced functions."""
+    op, is_async = header.get("op"), bool(header.get("async"))
+    t = tensor_from(header, payload) if "dtype" in header else None
+    if op != "barrier" and t is None:
+        raise CollectiveRequestError(f"{op} without a tensor")
+    if op == "all_reduce":
+        work, result = dist.all_reduce(t, op=_reduce(header.get("reduce", "SUM")), async_op=is_async), t
+    elif op == "broadcast":
+        src = header.get("src")
+        if not isinstance(src, int) or not 0 <= src < world_size:
+            raise CollectiveRequestError(f"broadcast from rank {src!r} of {world_size}")
+        work, result = dist.broadcast(t, src, async_op=is_async), t
+    elif op in GATHER_INTO:
+        result = _output(header, t.dtype, world_size * t.numel())
+        work = getattr(dist, op)(result, t, async_op=is_async)
+    elif op == "all_gather":
+        parts = [torch.empty_like(t) for _ in range(world_size)]
+        work = dist.all_gather(parts, t, async_op=is_async)
+        if work is not None:
+            work.wait()
+            work = None
+        result = torch.cat([p.reshape(-1) for p in parts])
+    elif op in SCATTER_FROM or op == "reduce_scatter":
+        if t.numel() % world_size:
+            raise CollectiveRequestError(f"{op} of {t.numel()} elements over {world_size} ranks")
+        result = _output(header, t.dtype, t.numel() // world_size)
+        reduce = _reduce(header.get("reduce", "SUM"))
+        if op in SCATTER_FROM:
+            work = getattr(dist, op)(result, t, op=reduce, async_op=is_async)
+        else:
+            work = dist.reduce_scatter(result, list(t.reshape(-1).chunk(world_size)), op=reduce,
+                                       async_op=is_async)
+    elif op == "barrier":
+        work, result = dist.barrier(async_op=is_async), None
+    else:
+        raise CollectiveRequestError(f"{str(op)[:40]!r} is not a collective this group performs")
+    if work is not None:
+        work.wait()
+    return result
+
+
+def _on_mark(ctx: RankContext, header: dict) -> None:
+    kind = header.get("mark")
+    if kind == "phase":
+        ctx.tracer.set_phase(str(header.get("name"))[:100])
+    elif kind == "grad":
+        ctx.tracer._grad(int(header.get("param", -1)))
+    else:
+        ctx.marks.append({"kind": str(kind)[:40], "at": str(header.get("at"))[:40],
+                          "i": header.get("i") if isinstance(header.get("i"), int) else None,
+                          "k": header.get("k") if isinstance(header.get("k"), int) else None,
+                          "seq": ctx.tracer.seq})
+
+
+def serve_run(run: dict, student: Channel, to_grader: Callable[..., None], tracer: Tracer,
+              rank: int, world_size: int) -> None:
+    """One scenario on this rank; ends with one message to the grader."""
+    scenario = SCENARIOS[run["scenario"]]
+    tracer.reset()
+    ctx = RankContext(rank, world_size, tracer)
+
+    def failed(text: str, **extra) -> None:
+        where = f" [{tracer.where()}]" if tracer.seq else ""
+        to_grader(error=text[:MAX_ERROR_CHARS] + where, collectives=tracer.seq, **extra)
+
+    try:
+        student_args, tensors = scenario.prepare(ctx, **run["args"])
+    except Exception as exc:  # noqa: BLE001 - trusted code failed: the grader's problem
+        text = explain(exc) or f"{type(exc).__name__}: {exc}"
+        return failed(f"the grader's own part of {run['scenario']} failed: {text}", internal=True)
+    metas, payload = pack_tensors(tensors)
+    student.send({"run": {"scenario": run["scenario"], "module": run["module"], "args": student_args,
+                          "tensors": metas}}, payload)
+    marks = 0
+    while True:
+        try:
+            frame = student.receive()
+        except (ProtocolError, OSError) as exc:
+            return failed(f"the student's process broke the rank protocol: {exc}")
+        if frame is None:
+            return to_grader(died=True)
+        header, payload = frame
+        if "op" in header:
+            try:
+                result = perform(header, payload, world_size)
+            except (CollectiveRequestError, ProtocolError) as exc:
+                student.send({"id": header.get("id"), "failed": str(exc)})
+                return failed(f"{header.get('op')!s:.40}: {exc}")
+            except Exception as exc:  # noqa: BLE001 - the collective failed (a timeout, a mismatch)
+                student.send({"id": header.get("id"), "failed": str(exc)[:MAX_ERROR_CHARS]})
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                return failed(explain(exc) or f"{type(exc).__name__}: {first}")
+            if result is None:
+                student.send({"id": header.get("id")})
+            else:
+                student.send({"id": header.get("id"), **describe(result)}, tensor_bytes(result))
+        elif "mark" in header:
+            marks += 1
+            if marks > MAX_MARKS:
+                return failed(f"the student's process sent more than {MAX_MARKS} marks")
+            _on_mark(ctx, header)
+        elif "result" in header:
+            try:
+                return to_grader(result=scenario.report(ctx, header["result"], **run["args"]))
+            except Exception as exc:  # noqa: BLE001
+                return failed(f"the grader's own part of {run['scenario']} failed: {exc}", internal=True)
+        elif "error" in header:
+            return failed(str(header["error"]))
+        else:
+            return failed("the student's process broke the rank protocol: an unknown message")
