@@ -28,7 +28,7 @@ def _config(path):
 
 def score_table(reports) -> Table:
     """One column per submission, one row per part."""
-    from shardlab.autograder.engine.grading import INTERNAL_ERROR
+    from shardlab.autograder.engine.results import INTERNAL_ERROR
     table = Table(title="Scores", show_lines=False)
     table.add_column("part")
     for r in reports:
@@ -186,7 +186,7 @@ def build(config_path, out_dir, roster):
 def _build_all(cfg, config_path, out: Path, roster=None) -> None:
     from shardlab.autograder.publish.otter_export import build_autograder, config_text
     from shardlab.autograder.publish.render import build as render_build
-    from shardlab.autograder.publish.variants import build_roster
+    from shardlab.autograder.publish.roster import build_roster
     students = build_roster(cfg, roster, out) if roster else []
     for path in render_build(cfg, out):
         console.print(f"wrote {path}", highlight=False)

@@ -27,12 +27,12 @@ REPO = Path(__file__).resolve().parents[1]
 GRADE = """
 import sys
 from pathlib import Path
-from shardlab.autograder.engine.partial import grade_parts
+from shardlab.autograder.engine.grading import grade_part_ids
 from shardlab.autograder.questions import questions
 from shardlab.reference.config import load_config
 numbers = {int(n) for n in sys.argv[2].split(",")}
 ids = [p.id for q in questions() if q.number in numbers for p in q.parts if p.probe == "gloo"]
-results = grade_parts(Path(sys.argv[1]), load_config(), ids)
+results = grade_part_ids(Path(sys.argv[1]), load_config(), ids)
 print(" ".join(f"{i}={r.score:g}/{r.max_score:g}" for i, r in results.items()))
 """
 

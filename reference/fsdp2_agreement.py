@@ -14,7 +14,7 @@ exception`, status -6; 5 of 32 cold runs on this machine) after the
 training and the final gathers are complete. A complete result file
 means every rank took part in those gathers, so such an abort costs nothing;
 no result file is a real failure (the grader retries it once, then flags
-that part as its own internal error, autograder/grading.py).
+that part as its own internal error, autograder/engine/grading.py).
 """
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from markdown_it import MarkdownIt
 
 from shardlab.autograder.platforms import batch
 
-from shardlab.autograder.engine import grading
+from shardlab.autograder.engine import grading, plan
 
 from shardlab.autograder.platforms import otter as otter_runtime
 
@@ -45,7 +45,7 @@ def _part(part_id):
 
 def _plan(cfg, part_id):
     part = _part(part_id)
-    cases = part.cases(cfg, grading.part_rng(cfg, part))
+    cases = part.cases(cfg, plan.part_rng(cfg, part))
     return part, cases, [part.expect(c) for c in cases]
 
 

@@ -217,7 +217,7 @@ def test_open_submission_yields_a_link_free_copy(tmp_path, outside):
 
 
 def test_a_symlinked_subfolder_is_not_a_candidate(tmp_path):
-    """`_root_of` looks one folder down for assignments/; a link there must
+    """`find_assignments` looks one folder down for assignments/; a link there must
     not lead it elsewhere (e.g. to the repo, which holds assignments/)."""
     upload = tmp_path / "upload"
     upload.mkdir()
@@ -237,12 +237,12 @@ def test_gradescope_upload_links_lead_nowhere(tmp_path, outside):
     upload = tmp_path / "upload"
     (upload / "work").mkdir(parents=True)
     (upload / "work" / "repo").symlink_to(SOLUTIONS.parent, target_is_directory=True)
-    assert otter_runtime._find_assignments(upload) is None
+    assert otter_runtime.find_upload(upload) is None
     zipped = shutil.make_archive(str(tmp_path / "honest"), "zip", _folder(tmp_path))
     (upload / "work.zip").symlink_to(zipped)
-    assert otter_runtime._find_assignments(upload) is None
+    assert otter_runtime.find_upload(upload) is None
     (upload / "assignments").symlink_to(SOLUTIONS, target_is_directory=True)
-    root = otter_runtime._find_assignments(upload)
+    root = otter_runtime.find_upload(upload)
     with pytest.raises(ShardlabError) as refused:
         with open_submission(root):
             pass

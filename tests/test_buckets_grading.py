@@ -6,7 +6,7 @@ import time
 import pytest
 
 from shardlab.autograder.sandbox.gloo.launch import run_gloo
-from shardlab.autograder.engine.partial import grade_parts
+from shardlab.autograder.engine.grading import grade_part_ids
 from shardlab.autograder.engine.selfcheck import assembled, fixtures, folder_of, part_problems
 from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS
 from shardlab.reference.config import load_config
@@ -25,9 +25,9 @@ def cfg():
 
 def test_solutions_full_marks_stubs_zero(cfg, sessions):  # noqa: F811
     with folder_of(SOLUTIONS) as root:
-        full = grade_parts(root, cfg, DISTRIBUTED)
+        full = grade_part_ids(root, cfg, DISTRIBUTED)
     with folder_of(ASSIGNMENTS) as root:
-        stub = grade_parts(root, cfg, DISTRIBUTED)
+        stub = grade_part_ids(root, cfg, DISTRIBUTED)
     assert {p: r.score for p, r in full.items()} == {"4.5": 4, "4.6": 2, "4.7": 2}
     assert {p: r.score for p, r in stub.items()} == {"4.5": 0, "4.6": 0, "4.7": 0}
     assert "NotImplementedError: Task 4.5: BucketedDDP.__init__" in stub["4.5"].feedback
@@ -38,7 +38,7 @@ def test_solutions_full_marks_stubs_zero(cfg, sessions):  # noqa: F811
 def test_wrong_bucketed_ddp_scores_as_declared(cfg, sessions, fixture):  # noqa: F811
     start = time.monotonic()
     with assembled(fixture) as root:
-        results = grade_parts(root, cfg, DISTRIBUTED)
+        results = grade_part_ids(root, cfg, DISTRIBUTED)
     seconds = time.monotonic() - start
     assert [msg for r in results.values() for msg in part_problems(r, fixture, full=False)] == []
     assert seconds < 40                  # hangs cost a collective timeout, not gloo's 30 minutes

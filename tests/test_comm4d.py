@@ -5,7 +5,8 @@ from fractions import Fraction
 
 import pytest
 
-from shardlab.autograder.engine.grading import grade_folder, part_rng
+from shardlab.autograder.engine.grading import grade_folder
+from shardlab.autograder.engine.plan import part_rng
 from shardlab.autograder.questions import questions
 from shardlab.autograder.publish.render import render_markdown
 from shardlab.autograder.sandbox.process import Limits

@@ -33,7 +33,8 @@ from shardlab.autograder.platforms import batch
 
 from shardlab.autograder import cli
 
-from shardlab.autograder.engine import grading
+from shardlab.autograder.engine import grading, plan, probes
+from shardlab.autograder.engine.results import INTERNAL_ERROR
 
 from shardlab.autograder.sandbox import jail
 
@@ -63,14 +64,14 @@ def broken_reference(monkeypatch):
     calls = []
 
     def install(make):
-        real = grading._part(TARGET)
+        real = plan.find_part(TARGET)
         broken = dataclasses.replace(real, expect=make(real.expect))
-        monkeypatch.setattr(grading, "_part",
-                            lambda pid, _real=grading._part: broken if pid == TARGET else _real(pid))
-        grading._part_expected.cache_clear()
+        monkeypatch.setattr(plan, "find_part",
+                            lambda pid, _real=plan.find_part: broken if pid == TARGET else _real(pid))
+        plan.expected_values.cache_clear()
         return calls
     yield install
-    grading._part_expected.cache_clear()
+    plan.expected_values.cache_clear()
 
 
 def test_a_reference_that_fails_once_is_retried_and_costs_nothing(solutions, cfg, broken_reference):
@@ -98,7 +99,7 @@ def test_a_reference_that_always_fails_flags_only_its_part(solutions, cfg, broke
     report = grading.grade_folder(solutions, cfg, modules=MEMORY)
     assert len(calls) == 2                           # tried, retried once, then given up
     broken = report.part(TARGET)
-    assert (broken.status, broken.score) == (grading.INTERNAL_ERROR, 0.0) and broken.max_score > 0
+    assert (broken.status, broken.score) == (INTERNAL_ERROR, 0.0) and broken.max_score > 0
     assert broken.feedback.startswith("internal error in the grader, not your code: ")
     assert "fully_shard reference run failed" in broken.feedback
     assert "cases failed" not in broken.feedback              # not a student failure message
@@ -111,10 +112,10 @@ def test_a_reference_that_always_fails_flags_only_its_part(solutions, cfg, broke
 def test_a_harness_that_fails_flags_its_parts_and_grading_goes_on(solutions, cfg, monkeypatch):
     def broken_probe(root, calls, limits):
         raise OSError("unshare: cannot set up the sandbox")
-    monkeypatch.setitem(grading.PROBES, "calls", broken_probe)
+    monkeypatch.setitem(probes.PROBES, "calls", broken_probe)
     report = grading.grade_folder(solutions, cfg, modules=MEMORY)
     auto = [p for q in report.questions for p in q.parts if p.kind == "auto"]
-    assert auto and all(p.status == grading.INTERNAL_ERROR for p in auto)
+    assert auto and all(p.status == INTERNAL_ERROR for p in auto)
     assert all("not your code" in p.feedback and "unshare" in p.feedback for p in auto)
     assert {e["part"] for e in report.internal_errors} == {p.id for p in auto}
 
@@ -126,7 +127,7 @@ def test_a_harness_that_fails_to_start_flags_its_parts_without_running_them(solu
 
         def __call__(self, root, calls, limits):
             pytest.fail("ran a probe that failed to start")
-    monkeypatch.setitem(grading.PROBES, "calls", Unstartable())
+    monkeypatch.setitem(probes.PROBES, "calls", Unstartable())
     report = grading.grade_folder(solutions, cfg, modules=MEMORY)
     assert report.score == 0 and report.internal_errors
     assert all("failed to start" in e["error"] for e in report.internal_errors)
@@ -135,7 +136,7 @@ def test_a_harness_that_fails_to_start_flags_its_parts_without_running_them(solu
 def test_a_submission_error_inside_a_probe_stays_the_submission_s(solutions, cfg, monkeypatch):
     def refusing_probe(root, calls, limits):
         raise ShardlabError("assignments/memory.py is a symbolic link")
-    monkeypatch.setitem(grading.PROBES, "calls", refusing_probe)
+    monkeypatch.setitem(probes.PROBES, "calls", refusing_probe)
     with pytest.raises(ShardlabError, match="symbolic link"):
         grading.grade_folder(solutions, cfg, modules=MEMORY)
 

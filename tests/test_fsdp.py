@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from shardlab.autograder.sandbox.gloo.launch import run_gloo
 from shardlab.autograder.engine.parts import Call
-from shardlab.autograder.engine.partial import grade_parts
+from shardlab.autograder.engine.grading import grade_part_ids
 from shardlab.autograder.engine.selfcheck import assembled, fixtures, folder_of, part_problems
 from shardlab.autograder.content import ROOT as REPO
 from shardlab.autograder.publish.stubs import SOLUTIONS
@@ -104,9 +104,9 @@ def _reference_fsdp_submission(root):
 
 def test_reference_and_solutions_pass_every_run_part(cfg, sessions):  # noqa: F811
     with folder_of(SOLUTIONS) as root:
-        solved = grade_parts(root, cfg, RUN_PARTS)
+        solved = grade_part_ids(root, cfg, RUN_PARTS)
         _reference_fsdp_submission(root)
-        reference = grade_parts(root, cfg, RUN_PARTS)
+        reference = grade_part_ids(root, cfg, RUN_PARTS)
     for results in (solved, reference):
         assert {p: r.score for p, r in results.items()} == {"2.7": 4, "2.8": 2, "2.9": 3, "2.10": 2, "2.11": 1}, \
             {p: r.feedback for p, r in results.items()}
@@ -117,7 +117,7 @@ def test_reference_and_solutions_pass_every_run_part(cfg, sessions):  # noqa: F8
 def test_wrong_fsdp_scores_as_declared(cfg, sessions, fixture):  # noqa: F811
     start = time.monotonic()
     with assembled(fixture) as root:
-        results = grade_parts(root, cfg, RUN_PARTS)
+        results = grade_part_ids(root, cfg, RUN_PARTS)
     assert [msg for r in results.values() for msg in part_problems(r, fixture, full=False)] == []
     assert time.monotonic() - start < 60
     _assert_nothing_left(sessions)

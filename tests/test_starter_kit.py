@@ -8,7 +8,7 @@ import zipfile
 
 import pytest
 
-from shardlab.autograder.engine.grading import _part_plan
+from shardlab.autograder.engine.plan import part_plan
 from shardlab.autograder.publish.render import build
 from shardlab.autograder.publish.stubs import SOLUTIONS
 
@@ -42,7 +42,7 @@ def test_only_public_cases(kit, cfg):
     root, _ = kit
     shipped = json.loads((root / "tests" / "public_cases.json").read_text())
     args = [c["check"]["args"] for q in shipped.values() for c in q]
-    cases, _ = _part_plan(cfg, "1.2")
+    cases, _ = part_plan(cfg, "1.2")
     hidden = [c.calls[0].args for c in cases if not c.public]
     public = [c.calls[0].args for c in cases if c.public]
     assert all(a in args for a in public) and not any(a in args for a in hidden)

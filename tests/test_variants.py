@@ -10,7 +10,8 @@ import pytest
 from shardlab.autograder.engine.answer_sheet import answer_sheet, grade_answers, gradescope_student_id, read_answers, sheet_toml
 from shardlab.autograder.errors import ShardlabError
 from shardlab.autograder.engine.grading import grade_folder
-from shardlab.autograder.publish.variants import check_student_id, read_roster, variant_config
+from shardlab.autograder.engine.variants import check_student_id, variant_config
+from shardlab.autograder.publish.roster import read_roster
 from shardlab.reference.specs import HARDWARE
 
 SECRET_TOML = '[course]\nsecret = "correct horse"\n'
@@ -129,11 +130,11 @@ def test_build_roster_cli(tmp_path):
 
 
 def test_otter_export_carries_answers(secret_cfg, cfg):
-    from shardlab.autograder.engine.answer_sheet import otter_question
-    from shardlab.autograder.publish.otter_export import test_file_source
-    assert otter_question(cfg) is None                     # no secret: no extra otter cases
-    question, plan = otter_question(secret_cfg)
-    source = test_file_source(question, secret_cfg, plan)
+    from shardlab.autograder.engine.answer_sheet import sheet_parts
+    from shardlab.autograder.publish.otter_export import OtterCase, test_file_source
+    assert sheet_parts(cfg) == []                          # no secret: no extra otter cases
+    cases = [OtterCase(pid, title, secret_cfg.answer_points, False) for pid, title in sheet_parts(secret_cfg)]
+    source = test_file_source("Question answers: Handout numbers for your variant", cases)
     compile(source, "qanswers.py", "exec")
     for n in range(1, 5):
         assert f"@test_case(name='{n}.answers question {n} numbers (answers.toml)', points=1, " \

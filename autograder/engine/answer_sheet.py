@@ -1,5 +1,8 @@
-"""answers.toml: the final numbers of each handout question, graded against
-the reference for the student's own variant (autograder/variants.py).
+"""The student-answers sheet, answers.toml: the final numbers of each handout
+question, graded against the reference for the student's own variant
+(engine/variants.py). It is not a question of questions/ (it has no student
+module and no calls): its sections become parts "<n>.answers" of a
+pseudo-question "answers" in the report and in the otter zip.
 
     student_id = "s001"
     [q1]
@@ -21,15 +24,16 @@ import numbers
 import tomllib
 from pathlib import Path
 
+from shardlab.autograder.engine.results import PartResult, QuestionResult
+from shardlab.autograder.engine.variants import check_student_id, variant_config
 from shardlab.autograder.errors import ShardlabError
-from shardlab.autograder.sandbox.untrusted import one_line
-from shardlab.autograder.engine.grading import PartResult, QuestionResult
 from shardlab.autograder.questions import questions
-from shardlab.autograder.publish.variants import check_student_id, variant_config
+from shardlab.autograder.sandbox.untrusted import one_line
 from shardlab.reference.derivation import Worked
 
 ANSWERS_FILE = "answers.toml"
 RTOL = 1e-4          # numbers worked out by hand or copied with 5 significant digits
+SHEET_TITLE = "Handout numbers for your variant"
 
 
 def _asked(key: str, cfg) -> bool:
@@ -91,7 +95,7 @@ def gradescope_student_id(metadata: str | Path | None) -> str | None:
     return str(user.get("sid") or user.get("email") or "") or None
 
 
-def _grade_section(section: str, number: int, expected: dict[str, Worked], got, points: int) -> PartResult:
+def _grade_section(section: str, expected: dict[str, Worked], got, points: int) -> PartResult:
     wrong = []
     got = got if isinstance(got, dict) else {}
     for key, w in expected.items():
@@ -105,8 +109,8 @@ def _grade_section(section: str, number: int, expected: dict[str, Worked], got, 
     right = len(expected) - len(wrong)
     feedback = (f"All {len(expected)} numbers match your variant." if not wrong else
                 f"{right} of {len(expected)} numbers match your variant. " + " | ".join(wrong))
-    return PartResult(f"{number}.answers", f"question {number} numbers (answers.toml)",
-                      points * right / len(expected), points, feedback, "answers")
+    return PartResult(_part_id(section), _part_title(section), points * right / len(expected), points,
+                      feedback, "answers")
 
 
 def grade_answers(root: Path, cfg, student_id: str | None = None) -> QuestionResult | None:
@@ -128,29 +132,31 @@ def grade_answers(root: Path, cfg, student_id: str | None = None) -> QuestionRes
     sheet = answer_sheet(variant_config(cfg, student_id)) if student_id else answer_sheet(cfg)
     parts = []
     for section, expected in sheet.items():
-        number = int(section[1:])
         if student_id is None:
             why = why or ("no answers.toml in the submission" if not path.is_file()
                           else "answers.toml has no student_id")
-            parts.append(PartResult(f"{number}.answers", f"question {number} numbers (answers.toml)",
-                                    0.0, cfg.answer_points, f"Not graded: {why}.", "answers"))
+            parts.append(PartResult(_part_id(section), _part_title(section), 0.0, cfg.answer_points,
+                                    f"Not graded: {why}.", "answers"))
         else:
-            part = _grade_section(section, number, expected, data.get(section), cfg.answer_points)
+            part = _grade_section(section, expected, data.get(section), cfg.answer_points)
             part.feedback += note
             parts.append(part)
-    return QuestionResult("answers", "Handout numbers for your variant", sum(p.score for p in parts),
+    return QuestionResult("answers", SHEET_TITLE, sum(p.score for p in parts),
                           sum(p.max_score for p in parts), parts)
 
 
-def otter_question(cfg):
-    """(Question, plan) for the otter export: one public test case per answers
-    part, so Gradescope shows and counts them; None without a course secret."""
-    from shardlab.autograder.engine.parts import Case, Part
-    from shardlab.autograder.questions import Question
+def sheet_parts(cfg) -> list[tuple[str, str]]:
+    """(part id, title) of every graded section of the sheet for this config
+    (one otter test case each, so Gradescope shows and counts them); empty
+    without a course secret."""
     if not cfg.secret:
-        return None
-    parts = tuple(Part(id=f"{s[1:]}.answers", title=f"question {s[1:]} numbers (answers.toml)",
-                       module="answers", points=cfg.answer_points, cases=None, expect=None)
-                  for s in answer_sheet(cfg))
-    plan = {p.id: ([Case((), public=True)], []) for p in parts}
-    return Question("answers", "answers", "Handout numbers for your variant", "", parts), plan
+        return []
+    return [(_part_id(section), _part_title(section)) for section in answer_sheet(cfg)]
+
+
+def _part_id(section: str) -> str:
+    return f"{section[1:]}.answers"
+
+
+def _part_title(section: str) -> str:
+    return f"question {section[1:]} numbers (answers.toml)"

@@ -14,117 +14,33 @@ reported with `status = "internal-error"` (0 points, flagged, its feedback
 saying the grader failed, not the student's code) and listed in the report's
 `internal_errors` for the instructor to regrade; the other parts grade
 normally. Every report also says which walls isolated the student's code
-(`walls`, autograder/walls.py): lighter walls are the instructor's set-up.
+(`walls`, sandbox/walls.py): lighter walls are the instructor's set-up.
 """
 from __future__ import annotations
 
-import random
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
-from shardlab.autograder.sandbox import untrusted
-from shardlab.autograder.errors import ShardlabError
-from shardlab.autograder.sandbox.gloo.launch import run_gloo
+from shardlab.autograder.engine.answer_sheet import grade_answers
 from shardlab.autograder.engine.parts import Case, Part
-from shardlab.autograder.questions import all_parts, check_points_config, part_points, questions
-from shardlab.autograder.sandbox.process import Limits, Outcome, run_calls
+from shardlab.autograder.engine.plan import expected_or_error, part_cases
+from shardlab.autograder.engine.probes import PROBES
+from shardlab.autograder.engine.results import (INTERNAL_ERROR, PartResult, QuestionResult, Report,
+                                                internal_error_result)
 from shardlab.autograder.engine.submission import open_submission
+from shardlab.autograder.errors import ShardlabError
+from shardlab.autograder.questions import all_parts, check_points_config, part_points, questions
+from shardlab.autograder.sandbox import untrusted
+from shardlab.autograder.sandbox.process import Limits, Outcome
+from shardlab.autograder.sandbox.walls import required_walls
 
 MAX_FAILURES_SHOWN = 3
 VALUE_CAP = 200          # a returned value echoed in a public case's feedback
-REFERENCE_ATTEMPTS = 2          # a failing reference computation is retried once
-INTERNAL_ERROR = "internal-error"
 
 
-@dataclass
-class PartResult:
-    id: str
-    title: str
-    score: float
-    max_score: float
-    feedback: str
-    kind: str = "auto"
-    bonus: bool = False     # its points are not part of max_score
-    status: str = "ok"      # INTERNAL_ERROR: the grader failed on this part, not the student
-
-
-@dataclass
-class QuestionResult:
-    id: str
-    title: str
-    score: float
-    max_score: float
-    parts: list[PartResult]
-
-
-@dataclass
-class Report:
-    submission: str
-    score: float
-    max_score: float
-    questions: list[QuestionResult]
-    output: str = ""
-    output_bytes: int = 0
-    walls: str = ""                 # how the student's code was isolated (jail.walls().describe())
-    internal_errors: list[dict] = field(default_factory=list)   # [{part, error}]: regrade these
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    def part(self, part_id: str) -> PartResult:
-        return next(p for q in self.questions for p in q.parts if p.id == part_id)
-
-
-def part_rng(cfg, part: Part) -> random.Random:
-    """The engine seeds every part's generator: course seed and part id."""
-    return random.Random(f"{cfg.seed}:{part.id}")
-
-
-def _part(part_id: str) -> Part:
-    return next(p for p in all_parts() if p.id == part_id)
-
-
-@lru_cache(maxsize=256)
-def part_cases(cfg, part_id: str) -> list[Case]:
-    part = _part(part_id)
-    return part.cases(cfg, part_rng(cfg, part))
-
-
-@lru_cache(maxsize=256)
-def _part_expected(cfg, part_id: str) -> list[list]:
-    return [_part(part_id).expect(c) for c in part_cases(cfg, part_id)]
-
-
-def _expected_or_error(cfg, part_id: str) -> tuple[list | None, str | None]:
-    """A part's expected values, the computation retried once; (None, reason)
-    when the reference still fails (the reason is for the instructor)."""
-    for _ in range(REFERENCE_ATTEMPTS):
-        try:
-            return _part_expected(cfg, part_id), None
-        except Exception as exc:        # noqa: BLE001 - any failure of ours is confined to the part
-            reason = _one_line(f"computing the expected values failed: {type(exc).__name__}: {exc}")
-    return None, reason
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[:limit - 1] + "…"
-
-
-def internal_error_result(part: Part, points: float, reason: str) -> PartResult:
-    """The part could not be graded because the grader failed: 0 points,
-    flagged, and not blamed on the student."""
-    return PartResult(part.id, part.title, 0.0, points,
-                      f"internal error in the grader, not your code: {reason}. "
-                      "This part is flagged for your instructor to regrade.",
-                      part.kind, part.bonus, status=INTERNAL_ERROR)
-
-
-def _part_plan(cfg, part_id: str) -> tuple[list[Case], list[list]]:
-    """A part's cases and their expected values for this course (computed once)."""
-    return part_cases(cfg, part_id), _part_expected(cfg, part_id)
+def _internal_error(part: Part, points: float, reason: str) -> PartResult:
+    return internal_error_result(part.id, part.title, points, untrusted.one_line(reason, 300),
+                                 part.kind, part.bonus)
 
 
 def _fmt(value) -> str:
@@ -136,7 +52,7 @@ def _judge_case(part: Part, case: Case, expected: list, got: list[Outcome]) -> t
     is "where: what"; kind is the failure's kind for an error (None for a
     wrong value). The student's words (errors, returned values) appear only
     in public cases, cleaned and capped; a hidden case says only the kind of
-    failure (autograder/untrusted.py)."""
+    failure (sandbox/untrusted.py)."""
     for call, exp, out in zip(case.calls, expected, got):
         where = call.show() if case.public else f"a hidden case of {call.function}"
         if out.error is not None:
@@ -184,12 +100,6 @@ def score_part(part: Part, points: float, cases: list[Case], expected: list[list
     return PartResult(part.id, part.title, score, points, feedback, part.kind, part.bonus)
 
 
-# probe name -> runner(root, calls, limits) -> SandboxRun; each runs once per submission.
-# A runner may have `prepare(root, limits)`: called before the expected values
-# are computed, so slow start-up (the gloo fork server importing torch) overlaps them.
-PROBES = {"calls": run_calls, "gloo": run_gloo}
-
-
 def _run_probes(root: Path, cases: dict[str, list[Case]], limits: Limits) -> tuple[dict, dict, str, int]:
     """Run every part's calls (cases by part id), one batch per probe. Returns
     ({(part id, case index): [Outcome]}, {part id: reason} for the parts whose
@@ -218,7 +128,7 @@ def _run_probes(root: Path, cases: dict[str, list[Case]], limits: Limits) -> tup
             except ShardlabError:       # the submission's (e.g. staging refused a link): one line
                 raise
             except Exception as exc:    # noqa: BLE001 - the harness failed: its parts only
-                reason = _one_line(f"the {probe!r} harness failed: {type(exc).__name__}: {exc}")
+                reason = f"the {probe!r} harness failed: {type(exc).__name__}: {exc}"
                 failed.update({part.id: reason for part in parts})
                 continue
             outcomes.update({key: run.outcomes[s] for key, s in slices.items()})
@@ -231,7 +141,7 @@ def _score_or_error(part: Part, points: float, cases, expected, outcomes) -> Par
     try:
         return score_part(part, points, cases, expected, outcomes)
     except Exception as exc:            # noqa: BLE001 - a scoring bug is ours, confined to the part
-        return internal_error_result(part, points, _one_line(f"scoring failed: {type(exc).__name__}: {exc}"))
+        return _internal_error(part, points, f"scoring failed: {type(exc).__name__}: {exc}")
 
 
 def grade_parts(root: Path, cfg, parts: list[Part], limits: Limits = Limits()):
@@ -250,11 +160,11 @@ def grade_parts(root: Path, cfg, parts: list[Part], limits: Limits = Limits()):
             except ShardlabError:
                 raise
             except Exception as exc:    # noqa: BLE001 - the harness failed: its parts only
-                reason = _one_line(f"the {probe!r} harness failed to start: {type(exc).__name__}: {exc}")
+                reason = f"the {probe!r} harness failed to start: {type(exc).__name__}: {exc}"
                 unstarted.update({p.id: reason for p in parts if p.probe == probe})
     cases = {p.id: part_cases(cfg, p.id) for p in parts}
     with ThreadPoolExecutor(max_workers=1) as pool:
-        expected = pool.submit(lambda: {p.id: _expected_or_error(cfg, p.id) for p in parts})
+        expected = pool.submit(lambda: {p.id: expected_or_error(cfg, p.id) for p in parts})
         outcomes, failed, output, printed = _run_probes(
             root, {pid: c for pid, c in cases.items() if pid not in unstarted}, limits)
         expected = expected.result()
@@ -263,10 +173,17 @@ def grade_parts(root: Path, cfg, parts: list[Part], limits: Limits = Limits()):
     for p in parts:
         values, reason = expected[p.id]
         reason = reason or failed.get(p.id)
-        results[p.id] = (internal_error_result(p, part_points(p, cfg), reason) if reason else
+        results[p.id] = (_internal_error(p, part_points(p, cfg), reason) if reason else
                          _score_or_error(p, part_points(p, cfg), cases[p.id], values,
                                          [outcomes[(p.id, k)] for k in range(len(cases[p.id]))]))
     return results, output, printed
+
+
+def grade_part_ids(root: Path, cfg, part_ids, limits: Limits = Limits()) -> dict[str, PartResult]:
+    """Grade the auto parts with these ids (the harness tests and the grading
+    benchmark run just the distributed parts): the same engine as grade_folder."""
+    wanted = set(part_ids)
+    return grade_parts(root, cfg, [p for p in all_parts() if p.id in wanted and p.kind == "auto"], limits)[0]
 
 
 def grade_folder(root: Path, cfg, limits: Limits = Limits(), label: str | None = None,
@@ -274,10 +191,9 @@ def grade_folder(root: Path, cfg, limits: Limits = Limits(), label: str | None =
     """Grade the submission whose assignments/ folder is under `root`; with
     `modules`, only the questions on those student modules. With a course
     secret, answers.toml is graded against the variant of `student_id`
-    (Gradescope's), else of the id in answers.toml (autograder/answers.py).
+    (Gradescope's), else of the id in answers.toml (engine/answer_sheet.py).
     Refuses (ShardlabError) when the course requires the full jail and this
-    machine lacks a wall (autograder/walls.py)."""
-    from shardlab.autograder.sandbox.walls import required_walls
+    machine lacks a wall (sandbox/walls.py)."""
     check_points_config(cfg)
     walls = required_walls(cfg)
     chosen = [q for q in questions() if modules is None or q.module in modules]
@@ -291,7 +207,6 @@ def grade_folder(root: Path, cfg, limits: Limits = Limits(), label: str | None =
         qresults.append(QuestionResult(str(q.number), q.title, sum(p.score for p in presults),
                                        sum(p.max_score for p in presults if not p.bonus), presults))
     if modules is None:
-        from shardlab.autograder.engine.answer_sheet import grade_answers
         answers = grade_answers(Path(root), cfg, student_id)
         qresults += [answers] if answers else []
     internal = [{"part": p.id, "error": p.feedback} for q in qresults for p in q.parts

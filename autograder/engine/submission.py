@@ -2,7 +2,7 @@
 hand the grader a staged copy of it.
 
 Whatever the upload's shape (folder, git checkout, zip), the grader only
-ever reads the copy autograder/staging.py makes: plain files and folders,
+ever reads the copy autograder/sandbox/staging.py makes: plain files and folders,
 no links followed, sizes capped. A zip is refused before unpacking when a
 member would land outside the folder or is anything but a file or folder
 (a symlink, a device, a FIFO...); locating assignments/ never follows a link.
@@ -23,7 +23,7 @@ from shardlab.autograder.sandbox.untrusted import one_line
 
 MAX_UNPACKED_BYTES = MAX_BYTES
 MAX_ZIP_MEMBERS = 10_000
-SUBMITTED_FILES = ("answers.toml",)     # beside assignments/: graded by autograder/answers.py
+SUBMITTED_FILES = ("answers.toml",)     # beside assignments/: graded by autograder/engine/answer_sheet.py
 
 
 def _is_plain_dir(path: Path) -> bool:
@@ -34,18 +34,39 @@ def _is_plain_dir(path: Path) -> bool:
         return False
 
 
-def _root_of(folder: Path, shown: str) -> Path:
-    """The folder holding assignments/: the folder itself, or its single
-    subfolder. A link named assignments/ counts as found (staging then
-    refuses it by name); a linked subfolder is never looked into."""
+def _subfolders(folder: Path) -> list[Path]:
+    """Plain subfolders worth looking into: not links, not hidden or
+    tool-made (`.git`, `__MACOSX`, `__pycache__`), not otter's own tests/."""
+    try:
+        children = list(folder.iterdir())
+    except OSError:
+        return []
+    return [p for p in children if _is_plain_dir(p) and not p.name.startswith(("_", "."))
+            and p.name != "tests"]
+
+
+def find_assignments(folder: Path) -> Path | None:
+    """The folder holding assignments/ in an upload: `folder` itself, its
+    parent when `folder` is assignments/, or the one subfolder at most two
+    levels down that holds it. None when there is none, or more than one.
+    A link named assignments/ counts as found (staging then refuses it by
+    name); a linked subfolder is never looked into. Every front end (the
+    CLI, batch grading, otter) finds a submission with this function."""
     if os.path.lexists(folder / "assignments"):
         return folder
-    subdirs = [p for p in folder.iterdir() if _is_plain_dir(p) and not p.name.startswith(("_", "."))]
-    if len(subdirs) == 1 and os.path.lexists(subdirs[0] / "assignments"):
-        return subdirs[0]
-    if folder.name == "assignments":
+    if folder.name == "assignments" and _is_plain_dir(folder):
         return folder.parent
-    raise ShardlabError(f"not a submission: {shown} holds no assignments/ folder")
+    one_down = _subfolders(folder)
+    found = [p for p in one_down if os.path.lexists(p / "assignments")]
+    found += [q for p in one_down for q in _subfolders(p) if os.path.lexists(q / "assignments")]
+    return found[0] if len(found) == 1 else None
+
+
+def _root_of(folder: Path, shown: str) -> Path:
+    root = find_assignments(folder)
+    if root is None:
+        raise ShardlabError(f"not a submission: {shown} holds no assignments/ folder")
+    return root
 
 
 def _check_zip(path: Path, members: list[zipfile.ZipInfo], into: Path) -> None:

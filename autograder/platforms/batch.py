@@ -7,7 +7,7 @@ is written atomically as soon as it is known (results/<name>.json,
 feedback/<name>.md, and gradebook.csv rebuilt from all results), so an
 interrupted run loses nothing and `--resume` skips what is done.
 
-Parts the grader itself failed on (autograder/grading.py, "no false zeros")
+Parts the grader itself failed on (autograder/engine/grading.py, "no false zeros")
 are listed in the gradebook's `internal_errors` column and at the top of the
 student's feedback, so the instructor can regrade them; each feedback file
 also says which walls isolated the student's code.

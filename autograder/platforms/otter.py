@@ -32,43 +32,29 @@ import shutil
 import sys
 from pathlib import Path
 
+from shardlab.autograder.engine.submission import find_assignments, open_submission
+
 ENTRY_FILE = "shardlab_otter_entry.py"
 CONFIG_FILE = "shardlab-course.toml"      # at the zip's root: <autograder dir>/source/
 QUARANTINE = "shardlab-submission"         # <autograder dir>/shardlab-submission/
 REPORT_FILE = Path("shardlab") / "report.json"
 _OTTER_OWN = {ENTRY_FILE, "tests", "__init__.py"}   # what otter itself puts in submission/
-_IGNORED_DIRS = {"tests", "__MACOSX", "__pycache__"}
 
 _reports: dict[str, dict] = {}
 
 
-def _reached_without_links(folder: Path, path: Path) -> bool:
-    """No symlink between `folder` and `path`: a link in the upload must not
-    lead the grader to a folder or zip elsewhere (autograder/staging.py)."""
-    parts = path.relative_to(folder).parts
-    return not any(folder.joinpath(*parts[:i]).is_symlink() for i in range(1, len(parts) + 1))
-
-
-def _find_assignments(folder: Path) -> Path | None:
-    """The folder holding assignments/: `folder` itself or one subfolder at
-    most two levels down; a single zip in `folder` is unpacked next to it.
-    A linked assignments/ is found, and then refused by name when staged."""
-    if os.path.lexists(folder / "assignments"):
-        return folder
-    found = [p.parent for p in folder.glob("*/assignments") if p.is_dir()]
-    found += [p.parent for p in folder.glob("*/*/assignments") if p.is_dir()]
-    found = [p for p in found if not set(p.relative_to(folder).parts) & _IGNORED_DIRS
-             and _reached_without_links(folder, p)]
-    if len(found) == 1:
-        return found[0]
+def find_upload(folder: Path) -> Path | None:
+    """engine/submission.find_assignments, and when it finds nothing, a
+    single zip in `folder` (a zip uploaded inside the upload) is unpacked
+    next to it, with open_submission's size and path checks."""
+    found = find_assignments(folder)
     zips = [z for z in folder.glob("*.zip") if not z.is_symlink()]
-    if not found and len(zips) == 1:
-        from shardlab.autograder.engine.submission import open_submission   # its size and path checks
+    if found is None and len(zips) == 1:
         target = folder / "_unzipped"
         with open_submission(zips[0]) as root:
             shutil.copytree(root, target, dirs_exist_ok=True)
-        return _find_assignments(target)
-    return None
+        return find_assignments(target)
+    return found
 
 
 def locate_submission(cwd: str | Path | None = None) -> dict:
@@ -82,7 +68,7 @@ def locate_submission(cwd: str | Path | None = None) -> dict:
         return {"error": f"shardlab: the course config {config} is missing from the autograder zip"}
     quarantined = ag_dir / QUARANTINE
     try:
-        root = _find_assignments(quarantined if quarantined.is_dir() else here)
+        root = find_upload(quarantined if quarantined.is_dir() else here)
     except Exception as exc:   # a bad zip inside the submission: say so in every case
         return {"error": f"shardlab: could not open the submission: {exc}"}
     if root is None:
@@ -119,7 +105,7 @@ def graded(handle: dict) -> dict:
 def check_part(handle: dict | None, part_id: str) -> None:
     """One otter test case: passes when the part earned its points, else
     raises AssertionError carrying the engine's feedback for that part,
-    escaped: Gradescope shows it as HTML (autograder/untrusted.py)."""
+    escaped: Gradescope shows it as HTML (autograder/sandbox/untrusted.py)."""
     from shardlab.autograder.sandbox.untrusted import html
     if handle is None:
         raise AssertionError("shardlab: the entry file did not run (was it removed from the zip?)")

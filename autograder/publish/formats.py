@@ -2,7 +2,8 @@
 tables), and a Jupyter notebook built with nbformat: the handout's Markdown
 split into one cell per section, and after each task's heading a code cell
 that imports the student's module and runs that task's public checks
-(autograder/public_check.py, inlined in the first code cell)."""
+(engine/comparison.py, inlined in the first code cell: the grader's own
+comparison rules)."""
 from __future__ import annotations
 
 import html
@@ -13,7 +14,7 @@ import re
 import nbformat
 from markdown_it import MarkdownIt
 
-from shardlab.autograder.publish import public_check
+from shardlab.autograder.engine import comparison
 from shardlab.autograder.questions import questions
 
 PAGE = """<!DOCTYPE html>
@@ -67,7 +68,7 @@ def notebook(cfg, handout_md: str, checks: dict) -> nbformat.NotebookNode:
     """One markdown cell per handout section; a check cell per locally checked task."""
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    helper = inspect.getsource(public_check).split('"""', 2)[2].strip()
+    helper = inspect.getsource(comparison).split('"""', 2)[2].strip()
     cells = []
     for section in _SECTION.split(handout_md):
         if section.strip():

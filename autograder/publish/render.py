@@ -1,28 +1,22 @@
-"""Handouts from Jinja templates. Templates compute nothing: every number
-comes from the reference's worked derivations for the course config."""
+"""`shardlab build`'s documents: the handout (Markdown, HTML, notebook), the
+solutions with their figures, and the starter kit, rendered from the Jinja
+templates (publish/jinja.py) with the reference's worked derivations."""
 from __future__ import annotations
 
 from pathlib import Path
 
-import jinja2
-
-from shardlab.autograder import content
-from shardlab.autograder.publish.formats import to_html
+from shardlab.autograder.publish.figures import MEMORY_PNG, memory_breakdown_png
+from shardlab.autograder.publish.formats import notebook_json, to_html
+from shardlab.autograder.publish.jinja import environment
+from shardlab.autograder.publish.starter import build_starter_kit, public_checks
 from shardlab.autograder.questions import part_points, questions
 
-TEMPLATES = content.folder("templates")
 BUCKETS_PNG = "bench/buckets.png"   # where `shardlab bench buckets` writes its plot by default
-
-
-def environment() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES),
-                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                              trim_blocks=True, lstrip_blocks=True)
 
 
 def context(cfg, solutions: bool, figures: dict | None = None, student: dict | None = None) -> dict:
     """figures: solutions' image paths by name (None: not drawn); student:
-    {id, name, answers} for a per-student handout (autograder/variants.py)."""
+    {id, name, answers} for a per-student handout (publish/roster.py)."""
     qs = []
     for q in questions():
         qs.append(dict(
@@ -55,9 +49,6 @@ def build(cfg, out: Path) -> list[Path]:
     """Pipeline: handout (md, html, notebook), solutions with figures (md,
     html), starter kit zip. The bucket plot is linked when `shardlab bench
     buckets` already wrote it into out/bench/."""
-    from shardlab.autograder.publish.figures import MEMORY_PNG, memory_breakdown_png
-    from shardlab.autograder.publish.formats import notebook_json
-    from shardlab.autograder.publish.starter import build_starter_kit, public_checks
     written = write_handout(cfg, out)
     md = written[0].read_text(encoding="utf-8")
     (out / "handout.ipynb").write_text(notebook_json(cfg, md, public_checks(cfg)), encoding="utf-8")

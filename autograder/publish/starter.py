@@ -6,7 +6,8 @@ Pipeline, in order:
    values and the values its known mistakes give (students see all of this in
    the grader's feedback anyway; hidden cases and reference code never leave);
 2. the kit: assignments/ stubs, tests/ (one plain pytest file per question,
-   the JSON cases and autograder/public_check.py as `shardlab_check.py`),
+   the JSON cases and engine/comparison.py, the grader's own comparison
+   rules, verbatim as `shardlab_check.py`),
    README.md (templates/starter_readme.md.j2), pyproject.toml, the notebook.
 
 Distributed parts (probe "gloo") need the grader's gloo harness; their
@@ -19,10 +20,14 @@ import json
 import zipfile
 from pathlib import Path
 
-from shardlab.autograder.publish import public_check
-from shardlab.autograder.engine.parts import Compare, Part
-from shardlab.autograder.questions import questions
+from shardlab.autograder.engine import comparison
+from shardlab.autograder.engine.comparison import Compare
+from shardlab.autograder.engine.parts import Part
+from shardlab.autograder.engine.plan import part_plan
+from shardlab.autograder.publish.formats import notebook_json
+from shardlab.autograder.publish.jinja import environment
 from shardlab.autograder.publish.stubs import generated_stubs
+from shardlab.autograder.questions import questions
 
 KIT_PYPROJECT = """\
 [project]
@@ -84,13 +89,12 @@ def _mistakes(part: Part, case, k: int, expected) -> list:
 
 
 def public_checks(cfg) -> dict[str, dict[str, list[dict]]]:
-    """{question number: {part id: [{"id", "check": kwargs of public_check.check}]}}."""
-    from shardlab.autograder.engine.grading import _part_plan
+    """{question number: {part id: [{"id", "check": kwargs of comparison.check}]}}."""
     out = {}
     for q in questions():
         parts = {}
         for part in filter(local_part, q.parts):
-            cases, expected = _part_plan(cfg, part.id)
+            cases, expected = part_plan(cfg, part.id)
             checks = []
             for case, exp in zip(cases, expected):
                 if not case.public:
@@ -98,7 +102,7 @@ def public_checks(cfg) -> dict[str, dict[str, list[dict]]]:
                 for k, (call, value) in enumerate(zip(case.calls, exp)):
                     checks.append({"id": f"{part.id} {call.function} #{len(checks) + 1}", "check": dict(
                         module=call.module, function=call.function, args=call.args, expected=value,
-                        kind=part.compare.kind, note=case.note,
+                        kind=part.compare.kind, rtol=part.compare.rtol, atol=part.compare.atol, note=case.note,
                         mistakes=_mistakes(part, case, k, value))})
             parts[part.id] = checks
         out[str(q.number)] = parts
@@ -106,17 +110,15 @@ def public_checks(cfg) -> dict[str, dict[str, list[dict]]]:
 
 
 def _readme(cfg, autograder_only: dict[str, str]) -> str:
-    from shardlab.autograder.publish.render import environment
     return environment().get_template("starter_readme.md.j2").render(
         cfg=cfg, questions=questions(), autograder_only=autograder_only)
 
 
 def kit_files(cfg, handout_md: str) -> dict[str, str]:
     """Path in the kit -> text."""
-    from shardlab.autograder.publish.formats import notebook_json
     checks = public_checks(cfg)
     files = {f"assignments/{name}": text for name, text in generated_stubs().items()}
-    files["tests/shardlab_check.py"] = inspect.getsource(public_check)
+    files["tests/shardlab_check.py"] = inspect.getsource(comparison)
     files["tests/public_cases.json"] = json.dumps(
         {q: [c for part in parts.values() for c in part] for q, parts in checks.items()}, indent=1)
     every_gloo = {}

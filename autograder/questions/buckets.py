@@ -2,7 +2,7 @@
 
 4.1-4.4 are plain function calls; 4.5-4.7 run the student's BucketedDDP in
 gloo worker groups of 2 and 3 ranks (probe "gloo", scenario "ddp_train" in
-autograder/gloo/scenarios/ddp.py). The three distributed parts ask for the
+autograder/sandbox/gloo/ranks/scenarios/ddp.py). The three distributed parts ask for the
 same runs, which the probe executes once each, and judge different parts of
 the result: the final weights, the traced all-reduces, their timing.
 """

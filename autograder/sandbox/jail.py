@@ -551,6 +551,6 @@ def walls() -> Walls:
 
 def stage(root: str | Path, into: Path) -> Path:
     """A copy of the submission's assignments/ that the sandbox can read
-    (autograder/staging.py: never follows links)."""
+    (autograder/sandbox/staging.py: never follows links)."""
     from shardlab.autograder.sandbox.staging import stage as stage_without_links
     return stage_without_links(Path(root), into)

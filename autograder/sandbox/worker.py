@@ -87,7 +87,7 @@ def describe_exception(exc: BaseException) -> str:
 
 def lock_down(request: dict) -> str:
     """Everything between the trusted imports and the first student import:
-    the walls (autograder/jail.py), rlimits, import blocking. Returns where
+    the walls (autograder/sandbox/jail.py), rlimits, import blocking. Returns where
     the submission is seen from inside."""
     from shardlab.autograder.sandbox import jail
     jail.confine(request["root"], keep=(0, 1, 2, request["result_fd"]), namespaces=request["namespaces"])

@@ -1,11 +1,11 @@
 """The grader's side of the gloo harness: the fork server and worker groups.
-(autograder/gloo/probe.py runs them for the grading engine.)
+(autograder/sandbox/gloo/launch.py runs them for the grading engine.)
 
 One fork server per submission (it has imported torch, nothing else runs in
 it), in the submission's sandbox (`sandbox.Sandbox`: the staged copy and a
 cgroup killed whole at the end); per world size one worker group of ranks
 forked from it, reused by every scenario of that submission. Each rank is a
-trusted process plus the student's walled-in process (autograder/gloo/worker.py,
+trusted process plus the student's walled-in process (autograder/sandbox/gloo/ranks/main.py,
 docs/trust.md). The trusted processes rendezvous through a FileStore in a
 fresh temp dir that only the grader can enter (no ports; a stale store file
 can hang a rank, so a dir is never reused) and talk to the grader over a
@@ -20,7 +20,7 @@ rank, a timeout, a rank that died) costs the group: the caller kills it and
 asks for a fresh one, unless every rank failed before its first collective.
 
 Use: `ForkServer(root, limits, gloo).spawn(N).run(call, seconds)`, where
-`call` names a scenario of autograder/gloo/scenarios/ and its args.
+`call` names a scenario of autograder/sandbox/gloo/ranks/scenarios/ and its args.
 """
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def _lines(sock: socket.socket, buffer: bytearray) -> list[dict] | None:
 
 
 class ForkServer:
-    """`modules`: extra scenario modules to load (grading loads only autograder/gloo/scenarios/)."""
+    """`modules`: extra scenario modules to load (grading loads only autograder/sandbox/gloo/ranks/scenarios/)."""
 
     def __init__(self, root: str, limits: Limits, gloo: GlooLimits = GLOO, modules: tuple[str, ...] = ()):
         self.limits, self.gloo = limits, gloo

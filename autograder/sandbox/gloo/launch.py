@@ -2,7 +2,7 @@
 
 A distributed part is a Part with probe="gloo" whose cases are
 Call(<student module>, <scenario name>, {"world_size": N, ...}); the scenario
-(autograder/gloo/scenarios/) runs on every rank and the part's comparator
+(autograder/sandbox/gloo/ranks/scenarios/) runs on every rank and the part's comparator
 gets the list of the ranks' values. `run_gloo` runs all such calls of one
 submission: one fork server, one worker group per world size reused by
 every call, identical calls (several parts judging the same run) once.

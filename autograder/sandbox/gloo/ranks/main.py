@@ -6,8 +6,8 @@ op (forking after torch has started its thread pools can hang a child), and
 forks the ranks of each worker group on request, in milliseconds, sharing
 torch's pages. Each rank is two processes:
 
-    rank r (trusted: autograder/gloo/rank.py)    -- gloo, the trace, the grader's socket
-      └─ its student process (walled in: autograder/jail.py)  -- student code, no network
+    rank r (trusted: autograder/sandbox/gloo/ranks/trusted.py)    -- gloo, the trace, the grader's socket
+      └─ its student process (walled in: autograder/sandbox/jail.py)  -- student code, no network
 
 The student process is forked first, before gloo starts, and walls itself in
 before it imports any student code; it talks only to its rank's trusted
@@ -21,10 +21,10 @@ process, over a socketpair. Protocol with the grader, all JSON lines:
   group id).
 - each trusted rank connects to the group's Unix socket (in a folder only
   the grader can enter) and sends {"hello": rank}, then {"ready": true} once
-  the process group is up, then per scenario (autograder/gloo/rank.py).
+  the process group is up, then per scenario (autograder/sandbox/gloo/ranks/trusted.py).
 
 Trusted ranks die with the fork server (PR_SET_PDEATHSIG), which dies with
-the grader; student processes die with their rank (autograder/jail.py) and
+the grader; student processes die with their rank (autograder/sandbox/jail.py) and
 with the sandbox's cgroup. Student output goes to the server's stdout, which
 the grader caps.
 """

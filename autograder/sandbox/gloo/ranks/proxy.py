@@ -1,5 +1,5 @@
 """torch.distributed as the student's process sees it: every collective is
-carried out by the rank's trusted process (autograder/gloo/rank.py).
+carried out by the rank's trusted process (autograder/sandbox/gloo/ranks/trusted.py).
 
 The student's process has no gloo connection and no network. `Proxy.install()`
 replaces the public collectives of `torch.distributed` (both namespaces

@@ -2,10 +2,10 @@
 real gloo group, records them, and runs the trusted halves of scenarios.
 
 Student code never runs here. The student's process (forked before gloo
-starts, then walled in by autograder/jail.py) asks for collectives over a
-socketpair (autograder/gloo/proxy.py); this process checks each request,
+starts, then walled in by autograder/sandbox/jail.py) asks for collectives over a
+socketpair (autograder/sandbox/gloo/ranks/proxy.py); this process checks each request,
 performs it with the other ranks through the traced torch.distributed
-functions (autograder/gloo/tracing.py), and sends the result back. The
+functions (autograder/sandbox/gloo/ranks/tracing.py), and sends the result back. The
 trace, the order of the student's marks relative to it, and every
 expected value are therefore out of the student's reach.
 

@@ -10,7 +10,7 @@ A scenario is a `Scenario` subclass registered with `@register`:
 - `student(ctx, tensors, **student_args)` runs in the rank's *student*
   process, beside student code: it builds the model, wraps it with the
   student's class, trains, and returns plain data. Its collectives go
-  through the trusted process (autograder/gloo/proxy.py); it reports where
+  through the trusted process (autograder/sandbox/gloo/ranks/proxy.py); it reports where
   it is with `ctx.phase(...)` and `ctx.mark(...)`. Everything it returns is
   a claim, not a measurement.
 - `report(rank, result, **args)` runs in the trusted process again: it

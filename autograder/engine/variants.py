@@ -4,17 +4,16 @@ by the student id and the course secret (`[course].secret`).
 The engine seeds; the variant only draws config values within realistic
 ranges and hands them to the reference, so a variant's handout, answer key
 and answers.toml grading all come from the same `CourseConfig`. Same id, same
-variant; no secret, no variants (everyone has the course config).
+variant; no secret, no variants (everyone has the course config). The
+per-student handouts are written by publish/roster.py.
 """
 from __future__ import annotations
 
-import csv
 import dataclasses
 import hashlib
 import hmac
 import random
 import re
-from pathlib import Path
 
 from shardlab.autograder.errors import ShardlabError
 from shardlab.autograder.sandbox.untrusted import one_line
@@ -22,7 +21,6 @@ from shardlab.reference import comm4d, memory
 from shardlab.reference.config import BucketsConfig, CourseConfig, FsdpConfig, Mesh4D
 from shardlab.reference.specs import HARDWARE, ModelConfig
 
-ROSTER_COLUMNS = ("student_id", "name")
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}$")   # also a safe folder name
 _GPUS = [h for h in HARDWARE.values() if h.flops_per_second and not h.ici_bytes_per_second]
 _ICI = [h for h in HARDWARE.values() if h.ici_bytes_per_second]
@@ -81,46 +79,3 @@ def check_student_id(student_id: str, where: str) -> str:
         raise ShardlabError(f"{where}: student id {one_line(repr(student_id), 80)} must be 1-64 letters, digits or ._@+- "
                             "(starting with a letter or digit)")
     return student_id
-
-
-def read_roster(path: str | Path) -> list[tuple[str, str]]:
-    """(student_id, name) rows of a roster CSV with columns student_id, name."""
-    path = Path(path)
-    if not path.is_file():
-        raise ShardlabError(f"roster file not found: {path}")
-    try:
-        with path.open(newline="", encoding="utf-8-sig") as fh:
-            rows = list(csv.DictReader(fh))
-            header = rows and list(rows[0]) or []
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise ShardlabError(f"roster {path} is not a readable CSV: {exc}") from None
-    if not rows or not set(ROSTER_COLUMNS) <= set(header):
-        raise ShardlabError(f"roster {path} needs a header with columns {', '.join(ROSTER_COLUMNS)} "
-                            "and at least one student")
-    out, seen = [], set()
-    for line, row in enumerate(rows, start=2):
-        sid = check_student_id((row["student_id"] or "").strip(), f"roster {path} line {line}")
-        if sid in seen:
-            raise ShardlabError(f"roster {path} line {line}: student id {sid!r} appears twice")
-        seen.add(sid)
-        out.append((sid, (row["name"] or "").strip()))
-    return out
-
-
-def build_roster(cfg: CourseConfig, roster: str | Path, out: Path) -> list[Path]:
-    """Each roster student's handout (md, html) and blank answers.toml under
-    out/students/<student_id>/; needs a course secret."""
-    from shardlab.autograder.engine.answer_sheet import sheet_toml
-    from shardlab.autograder.publish.render import write_handout
-    if not cfg.secret:
-        raise ShardlabError("--roster needs a course secret: set [course].secret in the config "
-                            "(without it anyone could compute every variant)")
-    written = []
-    for sid, name in read_roster(roster):
-        variant = variant_config(cfg, sid)
-        folder = out / "students" / sid
-        blank = sheet_toml(variant, sid)
-        written += write_handout(variant, folder, student=dict(id=sid, name=name, answers=blank))
-        (folder / "answers.toml").write_text(blank, encoding="utf-8")
-        written.append(folder / "answers.toml")
-    return written

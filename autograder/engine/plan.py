@@ -1,0 +1,60 @@
+"""The plan of a grading: every part's cases and their expected values for a
+course config. Grading, the starter kit's public checks and the otter export
+all read the same plan, so a case the kit shows is the case the grader runs.
+
+The engine seeds each part's generator from the course seed and the part id
+(`part_rng`); questions never seed themselves. Cases and expected values are
+computed once per process and config (they are pure functions of both).
+"""
+from __future__ import annotations
+
+import random
+from functools import lru_cache
+
+from shardlab.autograder.engine.parts import Case, Part
+from shardlab.autograder.questions import all_parts
+
+REFERENCE_ATTEMPTS = 2          # a failing reference computation is retried once
+
+
+def part_rng(cfg, part: Part) -> random.Random:
+    """The generator a part draws its cases from: course seed and part id."""
+    return random.Random(f"{cfg.seed}:{part.id}")
+
+
+def find_part(part_id: str) -> Part:
+    """The part with this task id; KeyError naming it when there is none."""
+    for part in all_parts():
+        if part.id == part_id:
+            return part
+    raise KeyError(f"no part {part_id!r}")
+
+
+@lru_cache(maxsize=256)
+def part_cases(cfg, part_id: str) -> list[Case]:
+    """The part's cases (public and hidden) for this course."""
+    part = find_part(part_id)
+    return part.cases(cfg, part_rng(cfg, part))
+
+
+@lru_cache(maxsize=256)
+def expected_values(cfg, part_id: str) -> list[list]:
+    """The reference's values for every call of every case, case by case."""
+    return [find_part(part_id).expect(c) for c in part_cases(cfg, part_id)]
+
+
+def part_plan(cfg, part_id: str) -> tuple[list[Case], list[list]]:
+    """A part's cases and their expected values."""
+    return part_cases(cfg, part_id), expected_values(cfg, part_id)
+
+
+def expected_or_error(cfg, part_id: str) -> tuple[list | None, str | None]:
+    """A part's expected values, the computation retried once; (None, reason)
+    when the reference still fails (the reason is for the instructor: no
+    student is blamed for it, see engine/grading.py)."""
+    for _ in range(REFERENCE_ATTEMPTS):
+        try:
+            return expected_values(cfg, part_id), None
+        except Exception as exc:        # noqa: BLE001 - any failure of ours is confined to the part
+            reason = f"computing the expected values failed: {type(exc).__name__}: {exc}"
+    return None, reason

@@ -1,0 +1,37 @@
+"""Probes: how a part's calls are evaluated on the student's code.
+
+A part names its probe (`Part.probe`); the engine gathers the calls of all
+parts with the same probe and evaluates them in one batch per submission:
+
+- "calls": plain function calls in one sandboxed process (sandbox/process.py);
+- "gloo": named scenarios on a group of gloo ranks, each rank a trusted
+  process plus a walled-in student process (sandbox/gloo/launch.py).
+
+A new kind of evaluation is a new entry in PROBES that follows `Probe`.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+from shardlab.autograder.engine.parts import Call
+from shardlab.autograder.sandbox.gloo.launch import run_gloo
+from shardlab.autograder.sandbox.process import Limits, SandboxRun, run_calls
+
+
+class Probe(Protocol):
+    """What PROBES maps a probe name to."""
+
+    def __call__(self, root: str, calls: list[Call], limits: Limits) -> SandboxRun:
+        """Evaluate `calls` on the staged submission under `root` (it holds
+        assignments/) within `limits`. Returns one Outcome per call, in order
+        (a value or the student's error as text), and what the student's code
+        printed. Raises ShardlabError for a submission that cannot be run at
+        all (the student's problem) and anything else for a failure of the
+        harness itself (the grader's: its parts become internal errors)."""
+
+    # Optional: `prepare(root, limits)`, called before the expected values are
+    # computed so slow start-up (the gloo fork server importing torch)
+    # overlaps them. Not declared here because most probes have none.
+
+
+PROBES: dict[str, Probe] = {"calls": run_calls, "gloo": run_gloo}

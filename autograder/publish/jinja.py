@@ -1,0 +1,17 @@
+"""The Jinja environment every rendered file shares (handout, solutions,
+the starter kit's README). Templates compute nothing: every number comes
+from the reference's worked derivations for the course config."""
+from __future__ import annotations
+
+import jinja2
+
+from shardlab.autograder import content
+
+TEMPLATES = content.folder("templates")
+
+
+def environment() -> jinja2.Environment:
+    """Templates under templates/; an undefined name is an error, never blank text."""
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES),
+                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                              trim_blocks=True, lstrip_blocks=True)

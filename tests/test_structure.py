@@ -1,0 +1,149 @@
+"""The package's shape, checked: every module imports on its own, no module
+reaches for another's private names, and the imports (function-level ones
+included) form no cycle. ARCHITECTURE.md describes the layout these keep."""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from shardlab.autograder import content
+
+FOLDERS = ("autograder", "reference", "solutions", "assignments", "templates")
+
+
+def _modules() -> dict[str, ast.Module]:
+    """shardlab.<folder>.<...> -> its syntax tree, for every .py file of the course folders."""
+    found = {}
+    for folder in FOLDERS:
+        for path in sorted(content.folder(folder).rglob("*.py")):
+            rel = path.relative_to(content.ROOT).with_suffix("")
+            parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+            found[".".join(("shardlab", *parts))] = (ast.parse(path.read_text(), str(path)), rel.name == "__init__")
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, tree: ast.Module, is_package: bool) -> list[tuple[str, str | None, int]]:
+    """(imported module, imported name or None, line) for every import in the module, at any depth."""
+    out = []
+    package = name if is_package else name.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(a.name, None, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{anchor}.{base}" if base else anchor
+            out += [(base, a.name, node.lineno) for a in node.names]
+    return out
+
+
+def _edges(name: str) -> set[str]:
+    """The shardlab modules `name` imports: `from pkg import mod` counts as importing pkg.mod."""
+    tree, is_package = MODULES[name]
+    targets = set()
+    for module, imported, _ in _imports(name, tree, is_package):
+        if f"{module}.{imported}" in MODULES:
+            targets.add(f"{module}.{imported}")
+        elif module in MODULES:
+            targets.add(module)
+    return targets - {name}
+
+
+def test_the_modules_are_found():
+    assert "shardlab.autograder.engine.grading" in MODULES and "shardlab.reference.memory" in MODULES
+    assert len(MODULES) > 50
+
+
+def test_no_private_name_crosses_a_module():
+    crossings = []
+    for name, (tree, is_package) in MODULES.items():
+        aliases = {}
+        for module, imported, line in _imports(name, tree, is_package):
+            if not module.startswith("shardlab"):
+                continue
+            if imported and imported.startswith("_") and not imported.startswith("__"):
+                crossings.append(f"{name}:{line} imports {module}.{imported}")
+            if imported is None or f"{module}.{imported}" in MODULES:
+                aliases[imported or module] = module
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
+                    and node.attr.startswith("_") and not node.attr.startswith("__")):
+                crossings.append(f"{name}:{node.lineno} uses {node.value.id}.{node.attr}")
+    assert not crossings, "\n".join(crossings)
+
+
+def test_the_imports_form_no_cycle():
+    graph = {name: _edges(name) for name in MODULES}
+    state, stack, cycles = {}, [], []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                cycles.append(" -> ".join(stack[stack.index(nxt):] + [nxt]))
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    assert not cycles, "\n".join(cycles)
+
+
+def test_a_cycle_would_be_found(monkeypatch):
+    """The cycle check sees function-level imports: a planted one is caught."""
+    planted = ast.parse(textwrap.dedent("""
+        def later():
+            from shardlab.autograder.engine.grading import grade_folder
+    """))
+    tree, is_package = MODULES["shardlab.autograder.engine.parts"]
+    monkeypatch.setitem(MODULES, "shardlab.autograder.engine.parts",
+                        (ast.Module(body=tree.body + planted.body, type_ignores=[]), is_package))
+    with pytest.raises(AssertionError, match="engine.parts"):
+        test_the_imports_form_no_cycle()
+
+
+def test_every_module_imports_on_its_own():
+    """Each module in a fresh process (forked from an interpreter that has
+    imported nothing of shardlab), so no module works only because another
+    was imported first."""
+    script = textwrap.dedent("""
+        import importlib, os, sys, traceback
+        failed = []
+        for name in sys.argv[1:]:
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    importlib.import_module(name)
+                except BaseException:
+                    traceback.print_exc()
+                    os._exit(1)
+                os._exit(0)
+            _, status = os.waitpid(pid, 0)
+            if status:
+                failed.append(name)
+        print("FAILED", *failed)
+    """)
+    done = subprocess.run([sys.executable, "-c", script, *MODULES], capture_output=True, text=True,
+                          timeout=600, cwd="/")
+    assert done.stdout.strip() == "FAILED", done.stdout + done.stderr[-3000:]
+
+
+def test_a_private_crossing_would_be_found(monkeypatch):
+    planted = ast.parse("from shardlab.autograder.engine import plan\nx = plan._hidden\n"
+                        "from shardlab.autograder.engine.plan import _also_hidden\n")
+    monkeypatch.setitem(MODULES, "shardlab.autograder.engine.toy", (planted, False))
+    with pytest.raises(AssertionError) as found:
+        test_no_private_name_crosses_a_module()
+    assert "plan._hidden" in str(found.value) and "_also_hidden" in str(found.value)
