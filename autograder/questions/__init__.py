@@ -50,6 +50,11 @@ def check_points_config(cfg) -> None:
                             f"(parts: {', '.join(sorted(ids))})")
 
 
+def answer_key(cfg) -> dict[str, dict]:
+    """{question number: {key: Worked}}: every question's worked derivations for this config."""
+    return {str(q.number): q.worked(cfg) for q in questions() if q.worked}
+
+
 def task_ids() -> dict[tuple[str, str], str]:
     """(module, function or class) -> task id, for the stub generator."""
     return {(p.module, p.function): p.id for p in all_parts() if p.function}
