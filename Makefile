@@ -4,7 +4,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: demo test stubs check clean
+.PHONY: demo test test-fast lint stubs check clean
 
 $(STAMP): pyproject.toml setup.py constraints.txt
 	$(PY) -m venv $(VENV)
@@ -15,8 +15,16 @@ $(STAMP): pyproject.toml setup.py constraints.txt
 demo: $(STAMP)
 	$(BIN)/shardlab demo
 
-test: $(STAMP)
+# Everything CI runs (.ci/run): the linter, then every tier of tests.
+test: lint
 	$(BIN)/python -m pytest -q
+
+# The pure tier only (no sandbox, no gloo, no subprocess): seconds, for the edit-test loop.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m pure
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
 
 # Regenerate assignments/ (student stubs) from solutions/.
 stubs: $(STAMP)

@@ -37,7 +37,6 @@ RANK_COMMAND = [sys.executable, "-m", "shardlab.reference.fsdp2_agreement"]   # 
 def _train(rank: int, args: dict) -> None:
     from datetime import timedelta
 
-    import torch
     import torch.distributed as dist
     from torch import nn
     from torch.distributed.fsdp import fully_shard

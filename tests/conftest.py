@@ -1,26 +1,71 @@
+"""Shared fixtures, and the rules every test file follows.
+
+File names: `test_<concern>_<subject>.py`, the concern being where the code
+under test lives: `reference` (reference/ against solutions/ and real runs),
+`question` (one question graded end to end), `engine`, `sandbox`, `publish`,
+`platforms`, `cli`, `bench`, `package` (the package's structure), or
+`attacks` (a student trying to break a wall, docs/trust.md).
+
+Tiers: every test carries exactly one tier marker, `pure` (no sandbox, no
+gloo, no subprocess: `make test-fast`, seconds), `sandbox` (student code in
+jailed processes or gloo ranks, real torch runs) or `platform` (otter, the
+Gradescope zip, the CLI in a subprocess, batch grading); usually as a
+file's `pytestmark`. A test without one, or with two, fails collection.
+
+Helpers that are not fixtures are in helpers.py.
+"""
+from __future__ import annotations
+
 import shutil
-from pathlib import Path
 
 import pytest
 
+import shardlab.autograder.sandbox.gloo.group as group
+from shardlab.autograder import content
 from shardlab.reference.config import load_config
 
-REPO = Path(__file__).resolve().parents[1]
+TIERS = ("pure", "sandbox", "platform")
+SOLUTIONS = content.folder("solutions")
+
+
+def pytest_collection_modifyitems(config, items):
+    wrong = []
+    for item in items:
+        tiers = {m.name for m in item.iter_markers() if m.name in TIERS}
+        if len(tiers) != 1:
+            wrong.append(f"{item.nodeid}: tiers {sorted(tiers) or 'none'}")
+    if wrong:
+        raise pytest.UsageError("every test needs exactly one tier marker (pure, sandbox, platform); "
+                                "see tests/conftest.py:\n  " + "\n  ".join(wrong))
 
 
 @pytest.fixture(scope="session")
 def cfg():
+    """The shipped course config."""
     return load_config()
 
 
 @pytest.fixture
 def submission(tmp_path):
     """Build a submission folder: solutions/ copied to assignments/, with
-    optional module sources replacing files."""
-    def make(**modules: str) -> Path:
-        shutil.copytree(REPO / "solutions", tmp_path / "assignments",
-                        ignore=shutil.ignore_patterns("__pycache__"))
+    optional module sources replacing files: `submission(fsdp="...")`."""
+    def make(**modules: str):
+        shutil.copytree(SOLUTIONS, tmp_path / "assignments", ignore=shutil.ignore_patterns("__pycache__"))
         for name, text in modules.items():
             (tmp_path / "assignments" / f"{name}.py").write_text(text)
         return tmp_path
     return make
+
+
+@pytest.fixture()
+def sessions(monkeypatch):
+    """Session ids of the gloo fork servers started during the test (ranks
+    share their server's session): helpers.assert_nothing_left checks them."""
+    started = []
+    original = group.ForkServer.__init__
+
+    def recording(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        started.append(self.proc.pid)
+    monkeypatch.setattr(group.ForkServer, "__init__", recording)
+    return started

@@ -28,6 +28,8 @@ from shardlab.autograder.questions import all_parts
 from shardlab.autograder.sandbox.process import Limits, Outcome
 from shardlab.autograder.publish.stubs import SOLUTIONS
 
+pytestmark = pytest.mark.pure
+
 FAST = Limits(call_seconds=2.0, import_seconds=30.0)
 
 # one line (a raised exception shows its first line only), then what a forged channel can add

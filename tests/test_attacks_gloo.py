@@ -13,7 +13,8 @@ from shardlab.autograder.sandbox import jail
 from shardlab.autograder.engine.grading import grade_folder
 
 WALLS = jail.walls()
-pytestmark = pytest.mark.skipif(not WALLS.namespaces, reason=f"this machine has {WALLS.describe()}")
+pytestmark = [pytest.mark.sandbox,
+              pytest.mark.skipif(not WALLS.namespaces, reason=f"this machine has {WALLS.describe()}")]
 
 FORGE = r'''
 import gc, sys, torch
@@ -129,5 +130,6 @@ def test_the_student_process_holds_no_answer_key(submission, cfg):
     assert out.error is None, out.error
     for rank in out.value:
         grader = {m for m in rank["value"] if not m.startswith("shardlab.autograder.sandbox.gloo.")}
-        assert grader <= {"shardlab.reference.toy_models", "shardlab.reference.comm4d_mesh", "shardlab.autograder.sandbox.jail",
+        assert grader <= {"shardlab.reference.toy_models", "shardlab.reference.comm4d_mesh",
+                          "shardlab.autograder.sandbox.jail",
                           "shardlab.autograder.sandbox.worker"}, grader

@@ -27,6 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 WALLS = jail.walls()
 needs_namespaces = pytest.mark.skipif(not WALLS.namespaces, reason=f"this machine has {WALLS.describe()}")
 needs_cgroup = pytest.mark.skipif(not WALLS.cgroup, reason=f"this machine has {WALLS.describe()}")
+pytestmark = pytest.mark.sandbox
 
 HOSTILE = r'''
 import os, signal, subprocess, sys, threading, time, zipfile, zlib, ctypes

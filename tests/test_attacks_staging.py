@@ -24,6 +24,8 @@ from shardlab.autograder.errors import ShardlabError
 from shardlab.autograder.publish.stubs import SOLUTIONS
 from shardlab.autograder.engine.submission import open_submission
 
+pytestmark = pytest.mark.sandbox
+
 SECRET = "root-only secret: the answer key is 42"
 
 

@@ -3,6 +3,8 @@ import pytest
 
 from shardlab.autograder.bench.buckets import _gradient_bytes, fit_overhead_bandwidth
 
+pytestmark = pytest.mark.pure
+
 
 def test_fit_recovers_overhead_and_bandwidth_exactly():
     sizes = [0, 10**6, 2 * 10**6, 8 * 10**6]

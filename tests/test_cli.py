@@ -9,6 +9,8 @@ import pytest
 
 from shardlab.autograder.publish.stubs import SOLUTIONS
 
+pytestmark = pytest.mark.platform
+
 
 def shardlab(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "shardlab.autograder.cli", *args], capture_output=True,

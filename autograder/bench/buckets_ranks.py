@@ -52,7 +52,7 @@ class BenchAllReduce(Scenario):
         out = []
         for nbytes in sizes:
             x = torch.ones(nbytes // 4)                 # FP32
-            out.append(_median_seconds(lambda: dist.all_reduce(x), repeats))
+            out.append(_median_seconds(lambda x=x: dist.all_reduce(x), repeats))
         rank.memo["seconds"] = out
         return {}, {}
 

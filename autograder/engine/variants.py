@@ -76,6 +76,7 @@ def variant_config(cfg: CourseConfig, student_id: str) -> CourseConfig:
 
 def check_student_id(student_id: str, where: str) -> str:
     if not _ID.match(student_id):
-        raise ShardlabError(f"{where}: student id {one_line(repr(student_id), 80)} must be 1-64 letters, digits or ._@+- "
+        raise ShardlabError(f"{where}: student id {one_line(repr(student_id), 80)} must be 1-64 letters, "
+                            "digits or ._@+- "
                             "(starting with a letter or digit)")
     return student_id

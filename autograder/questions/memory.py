@@ -75,7 +75,8 @@ def _fsdp_bytes_args(cfg, rng):
 def _min_fsdp_args(cfg, rng):
     state, act = _course_totals(cfg)
     cap = cfg.fsdp_device.capacity_bytes
-    yield dict(state_bytes=state, activation_bytes=act, device_bytes=cap), True, f"the course model on {cfg.fsdp_device.name}"
+    yield (dict(state_bytes=state, activation_bytes=act, device_bytes=cap), True,
+           f"the course model on {cfg.fsdp_device.name}")
     yield dict(state_bytes=state, activation_bytes=2 * cap, device_bytes=cap), True, "edge case: no FSDP degree fits"
     yield dict(state_bytes=state, activation_bytes=2 * cap - 2, device_bytes=cap), False, "edge case: barely fits"
     # exact tie: (100 + 20)/n + 20 < 80 needs n > 2, so n = 3 (n = 2 gives exactly 80)

@@ -43,7 +43,6 @@ import pwd
 import resource
 import select
 import signal
-import stat
 import sys
 import time
 from dataclasses import dataclass

@@ -31,7 +31,8 @@ ELLIPSIS = "…"
 
 # CSI (colours, cursor moves), OSC (window titles, hyperlinks) and the other
 # two-character escapes of ECMA-48.
-_TERMINAL_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])|\x9b[0-?]*[ -/]*[@-~]")
+_TERMINAL_ESCAPE = re.compile(  # CSI sequences, OSC strings, two-byte escapes, 8-bit CSI
+    r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])|\x9b[0-?]*[ -/]*[@-~]")
 # control (Cc), format (Cf: zero-width and bidi overrides), surrogate (Cs:
 # undecodable bytes), private use (Co), line and paragraph separators
 _INVISIBLE = {"Cc", "Cf", "Cs", "Co", "Zl", "Zp"}

@@ -36,7 +36,6 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from shardlab.autograder.engine.parts import Call
 from shardlab.autograder.sandbox.process import Limits, Outcome, Sandbox, CappedReader, kill_group, worker_env

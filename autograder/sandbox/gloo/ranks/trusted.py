@@ -23,7 +23,8 @@ import torch
 import torch.distributed as dist
 
 from shardlab.autograder.sandbox.gloo.ranks.proxy import GATHER_INTO, SCATTER_FROM
-from shardlab.autograder.sandbox.gloo.ranks.channel import Channel, ProtocolError, describe, pack_tensors, tensor_bytes, tensor_from
+from shardlab.autograder.sandbox.gloo.ranks.channel import (Channel, ProtocolError, describe, pack_tensors,
+                                                             tensor_bytes, tensor_from)
 from shardlab.autograder.sandbox.gloo.ranks.scenarios import SCENARIOS, RankContext
 from shardlab.autograder.sandbox.gloo.ranks.tracing import Tracer, explain
 

@@ -45,7 +45,7 @@ def _referents(obj: object) -> list:
 
 def _has(cell) -> bool:
     try:
-        cell.cell_contents
+        cell.cell_contents  # noqa: B018 - reading an empty cell raises ValueError
         return True
     except ValueError:
         return False

@@ -4,6 +4,8 @@ import torch
 
 from shardlab.reference.toy_models import build_model, batch, make_optimizer, single_process, train, trainable_bytes
 
+pytestmark = pytest.mark.pure
+
 
 @pytest.mark.parametrize("name", ["frozen_mlp", "tied"])
 @pytest.mark.parametrize("optimizer", ["sgd", "adamw"])

@@ -1,6 +1,5 @@
 """The gloo worker-group harness: real ranks, hostile rank code, bounded time,
 nothing left behind. Student code here is a throwaway module `probe.py`."""
-import os
 import textwrap
 import time
 
@@ -10,8 +9,9 @@ import shardlab.autograder.sandbox.gloo.group as group
 from shardlab.autograder.sandbox.gloo.group import GlooLimits
 from shardlab.autograder.sandbox.gloo.launch import run_gloo
 from shardlab.autograder.engine.parts import Call
+from helpers import assert_nothing_left
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(90)]
 
 PROBE = textwrap.dedent('''
     import os, time
@@ -62,35 +62,11 @@ FAST = GlooLimits(collective_seconds=1.0, scenario_seconds=4.0, grace_seconds=0.
 
 
 @pytest.fixture()
-def submission(tmp_path):
+def probe_submission(tmp_path):
+    """A submission holding only assignments/probe.py (PROBE)."""
     (tmp_path / "assignments").mkdir()
     (tmp_path / "assignments" / "probe.py").write_text(PROBE)
     return tmp_path
-
-
-@pytest.fixture()
-def sessions(monkeypatch):
-    """Session ids of the fork servers started (ranks share their server's session)."""
-    started = []
-    original = group.ForkServer.__init__
-
-    def recording(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        started.append(self.proc.pid)
-    monkeypatch.setattr(group.ForkServer, "__init__", recording)
-    return started
-
-
-def _alive_in(session_ids) -> list[int]:
-    alive = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(stat[3]) in session_ids and stat[0] != "Z":     # field 6: session id
-            alive.append(int(pid))
-    return alive
 
 
 def _run(root, *functions, world_size=2):
@@ -102,13 +78,8 @@ def _run(root, *functions, world_size=2):
     return run, time.monotonic() - start
 
 
-def _assert_nothing_left(sessions):
-    time.sleep(0.05)                                  # SIGKILL delivery is asynchronous
-    assert sessions and _alive_in(set(sessions)) == []
-
-
-def test_ranks_run_collectives_and_are_traced(submission, sessions):
-    run, seconds = _run(submission, "ok", "chatty", world_size=3)
+def test_ranks_run_collectives_and_are_traced(probe_submission, sessions):
+    run, seconds = _run(probe_submission, "ok", "chatty", world_size=3)
     ok, chatty = run.outcomes
     assert ok.error is None and [r["value"] for r in ok.value] == [[6.0] * 4] * 3   # 1 + 2 + 3
     event = ok.value[0]["collectives"][0]
@@ -117,14 +88,14 @@ def test_ranks_run_collectives_and_are_traced(submission, sessions):
     assert [r["value"] for r in chatty.value] == [3, 3, 3]
     assert "score: 100/100" in run.output            # printed output is captured, never parsed
     assert run.restarts == 0                          # one group served both calls
-    _assert_nothing_left(sessions)
+    assert_nothing_left(sessions)
 
 
-def test_a_rank_stuck_in_python_is_killed_at_the_deadline(submission, sessions):
+def test_a_rank_stuck_in_python_is_killed_at_the_deadline(probe_submission, sessions):
     calls = [Call("probe", "run_function", {"world_size": 2, "function": "spin", "args": args})
              for args in ([], [1])] + [Call("probe", "run_function", {"world_size": 2, "function": "ok"})]
     start = time.monotonic()
-    run = run_gloo(str(submission), calls, gloo=FAST)
+    run = run_gloo(str(probe_submission), calls, gloo=FAST)
     seconds = time.monotonic() - start
     hung, skipped, ok = run.outcomes
     assert hung.error.startswith("did not finish within 4 s")
@@ -132,50 +103,50 @@ def test_a_rank_stuck_in_python_is_killed_at_the_deadline(submission, sessions):
     assert skipped.error == "not run: an earlier spin run hung"
     assert ok.error is None                           # a fresh group carries on
     assert seconds < 4 + 16                           # the deadline, two group starts, slack for load
-    _assert_nothing_left(sessions)
+    assert_nothing_left(sessions)
 
 
-def test_a_skipped_collective_names_the_waiting_rank_and_collective(submission, sessions):
-    run, seconds = _run(submission, "skip_on_rank0", "ok")
+def test_a_skipped_collective_names_the_waiting_rank_and_collective(probe_submission, sessions):
+    run, seconds = _run(probe_submission, "skip_on_rank0", "ok")
     stuck, ok = run.outcomes
     assert stuck.error.startswith("rank 1 hung:")
     assert "[in all_reduce #1 (12 bytes, skip_on_rank0)]" in stuck.error
     assert ok.error is None
     assert seconds < 10
-    _assert_nothing_left(sessions)
+    assert_nothing_left(sessions)
 
 
 @pytest.mark.parametrize("function", ["exit_on_rank1", "abort_on_rank1"])
-def test_a_dying_rank_fails_the_scenario_not_the_grader(submission, sessions, function):
-    run, seconds = _run(submission, function, "ok")
+def test_a_dying_rank_fails_the_scenario_not_the_grader(probe_submission, sessions, function):
+    run, seconds = _run(probe_submission, function, "ok")
     died, ok = run.outcomes
     assert died.error == "rank 1 ended its process before its first collective"
     assert ok.error is None
     assert seconds < 10
-    _assert_nothing_left(sessions)
+    assert_nothing_left(sessions)
 
 
-def test_mismatched_collectives_fail_fast_with_both_ranks_named(submission, sessions):
-    run, seconds = _run(submission, "size_mismatch", "ok")
+def test_mismatched_collectives_fail_fast_with_both_ranks_named(probe_submission, sessions):
+    run, seconds = _run(probe_submission, "size_mismatch", "ok")
     bad, ok = run.outcomes
     assert "the ranks called different collectives" in bad.error
     assert "shape [2]" in bad.error and "shape [3]" in bad.error
     assert ok.error is None
     assert seconds < 8                               # well before any collective timeout piles up
-    _assert_nothing_left(sessions)
+    assert_nothing_left(sessions)
 
 
-def test_exceptions_and_blocked_imports_are_results(submission, sessions):
-    run, _ = _run(submission, "raises", "peek", "ok")
+def test_exceptions_and_blocked_imports_are_results(probe_submission, sessions):
+    run, _ = _run(probe_submission, "raises", "peek", "ok")
     raised, peek, ok = run.outcomes
     assert raised.error.startswith("rank 0: ValueError: nope")
     assert "importing 'shardlab' is not allowed" in peek.error
     assert ok.error is None
     assert run.restarts == 0        # every rank failed before its first collective: group reused
-    _assert_nothing_left(sessions)
+    assert_nothing_left(sessions)
 
 
-def test_a_stalled_group_start_is_retried_once(submission, sessions, monkeypatch):
+def test_a_stalled_group_start_is_retried_once(probe_submission, sessions, monkeypatch):
     """A rank start that fails (before any student code) costs one retry, not the scenario."""
     real_init, attempts = group.WorkerGroup.__init__, []
 
@@ -185,6 +156,6 @@ def test_a_stalled_group_start_is_retried_once(submission, sessions, monkeypatch
             raise group.GroupError("rank 0 did not join the process group (stuck in the gloo rendezvous)")
         real_init(self, server, world_size)
     monkeypatch.setattr(group.WorkerGroup, "__init__", flaky_init)
-    run, _ = _run(submission, "ok")
+    run, _ = _run(probe_submission, "ok")
     assert run.outcomes[0].error is None and attempts == [2, 2]
-    _assert_nothing_left(sessions)
+    assert_nothing_left(sessions)

@@ -7,12 +7,15 @@ import sys
 
 import pytest
 
-from shardlab.autograder.engine.answer_sheet import answer_sheet, grade_answers, gradescope_student_id, read_answers, sheet_toml
+from shardlab.autograder.engine.answer_sheet import (answer_sheet, grade_answers, gradescope_student_id,
+                                                     read_answers, sheet_toml)
 from shardlab.autograder.errors import ShardlabError
 from shardlab.autograder.engine.grading import grade_folder
 from shardlab.autograder.engine.variants import check_student_id, variant_config
 from shardlab.autograder.publish.roster import read_roster
 from shardlab.reference.specs import HARDWARE
+
+pytestmark = pytest.mark.platform
 
 SECRET_TOML = '[course]\nsecret = "correct horse"\n'
 

@@ -2,10 +2,13 @@
 the reference on many random inputs."""
 import math
 
+import pytest
 from hypothesis import assume, given, settings, strategies as st
 
 from shardlab.reference import comm4d as ref
 from shardlab.solutions import comm4d as sol
+
+pytestmark = pytest.mark.pure
 
 dims = st.integers(1, 65536)
 axis = st.sampled_from([1, 2, 4, 8, 16, 32, 64, 128])

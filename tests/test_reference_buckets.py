@@ -10,6 +10,8 @@ from shardlab.reference import buckets as ref
 from shardlab.reference.config import load_config
 from shardlab.solutions import buckets as sol
 
+pytestmark = pytest.mark.pure
+
 
 # ---- assign_buckets: worked by hand from "filled in reverse order; join unless that exceeds the cap"
 
@@ -29,7 +31,7 @@ def test_assign_buckets_by_hand(impl, sizes, cap, layout):
 
 
 # ---- the cost model with s = 4e8 B, w = 1e10 B/s, o = 50 us (the default course)
-S, W, O = 400_000_000, 1e10, 50e-6
+S, W, O = 400_000_000, 1e10, 50e-6  # noqa: E741 - the handout's s, w, o
 
 
 @pytest.mark.parametrize("impl", [ref, sol], ids=["reference", "solutions"])

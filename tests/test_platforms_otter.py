@@ -22,6 +22,8 @@ from shardlab.autograder.questions import part_points, questions
 from shardlab.autograder.engine.selfcheck import assembled, fixtures, folder_of
 from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS
 
+pytestmark = pytest.mark.platform
+
 OTTER_TIMEOUT = 240   # otter run has no timeout of its own
 PARTIAL = "gib_for_gb"
 # a student's copies of packages the grading kernel imports, and of our entry file:
@@ -38,7 +40,8 @@ def autograder_zip(tmp_path_factory, cfg):
     return build_autograder(cfg, config_text(None), tmp_path_factory.mktemp("ag"))
 
 
-def _zip_folder(root: Path, dest: Path, extra: dict[str, str] = {}) -> Path:
+def _zip_folder(root: Path, dest: Path, extra: dict[str, str] | None = None) -> Path:
+    extra = extra or {}
     with zipfile.ZipFile(dest, "w") as zf:
         for f in sorted((root / "assignments").glob("*.py")):
             zf.write(f, f"assignments/{f.name}")
@@ -113,7 +116,6 @@ def _shardlab_grade(submission: Path) -> dict:
     return json.loads(proc.stdout)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("which", ["solutions", "stubs", PARTIAL])
 def test_otter_run_matches_shardlab_grade(autograder_zip, tmp_path, which):
     if which == PARTIAL:

@@ -1,32 +1,19 @@
-"""The package's shape, checked: every module imports on its own, no module
-reaches for another's private names, and the imports (function-level ones
-included) form no cycle. ARCHITECTURE.md describes the layout these keep."""
+"""The package's shape, checked: no module reaches for another's private
+names, and the imports (function-level ones included) form no cycle.
+test_package_imports.py imports every module on its own. ARCHITECTURE.md
+describes the layout these keep."""
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
-from shardlab.autograder import content
+from helpers import package_modules
 
-FOLDERS = ("autograder", "reference", "solutions", "assignments", "templates")
+pytestmark = pytest.mark.pure
 
-
-def _modules() -> dict[str, ast.Module]:
-    """shardlab.<folder>.<...> -> its syntax tree, for every .py file of the course folders."""
-    found = {}
-    for folder in FOLDERS:
-        for path in sorted(content.folder(folder).rglob("*.py")):
-            rel = path.relative_to(content.ROOT).with_suffix("")
-            parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
-            found[".".join(("shardlab", *parts))] = (ast.parse(path.read_text(), str(path)), rel.name == "__init__")
-    return found
-
-
-MODULES = _modules()
+MODULES = package_modules()
 
 
 def _imports(name: str, tree: ast.Module, is_package: bool) -> list[tuple[str, str | None, int]]:
@@ -112,32 +99,6 @@ def test_a_cycle_would_be_found(monkeypatch):
                         (ast.Module(body=tree.body + planted.body, type_ignores=[]), is_package))
     with pytest.raises(AssertionError, match="engine.parts"):
         test_the_imports_form_no_cycle()
-
-
-def test_every_module_imports_on_its_own():
-    """Each module in a fresh process (forked from an interpreter that has
-    imported nothing of shardlab), so no module works only because another
-    was imported first."""
-    script = textwrap.dedent("""
-        import importlib, os, sys, traceback
-        failed = []
-        for name in sys.argv[1:]:
-            pid = os.fork()
-            if pid == 0:
-                try:
-                    importlib.import_module(name)
-                except BaseException:
-                    traceback.print_exc()
-                    os._exit(1)
-                os._exit(0)
-            _, status = os.waitpid(pid, 0)
-            if status:
-                failed.append(name)
-        print("FAILED", *failed)
-    """)
-    done = subprocess.run([sys.executable, "-c", script, *MODULES], capture_output=True, text=True,
-                          timeout=600, cwd="/")
-    assert done.stdout.strip() == "FAILED", done.stdout + done.stderr[-3000:]
 
 
 def test_a_private_crossing_would_be_found(monkeypatch):

@@ -13,6 +13,8 @@ from shardlab.autograder.questions import questions
 from shardlab.autograder.publish.render import BUCKETS_PNG, build
 from shardlab.autograder.publish.stubs import SOLUTIONS
 
+pytestmark = pytest.mark.platform
+
 
 @pytest.fixture(scope="module")
 def out(tmp_path_factory, cfg):

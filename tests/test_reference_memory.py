@@ -5,6 +5,8 @@ import pytest
 from shardlab.reference import memory as ref
 from shardlab.reference.memory_measure import measure_training_step
 
+pytestmark = pytest.mark.pure
+
 # XXL: D = 16384, F = 53248, L = 126; 4096 tokens per device.
 # D*F = 872,415,232; P = 2*D*F*L = 1,744,830,464 * 126 = 219,848,638,464
 P = 219_848_638_464

@@ -6,8 +6,12 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from shardlab.autograder.platforms import batch
 from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS
+
+pytestmark = pytest.mark.platform
 
 
 def test_batch_writes_gradebook_results_and_feedback_and_resumes(tmp_path):

@@ -11,6 +11,8 @@ from shardlab.autograder.sandbox.process import Limits
 from shardlab.autograder.engine.selfcheck import assembled, fixtures, folder_of, mismatches
 from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS
 
+pytestmark = pytest.mark.sandbox
+
 FAST = Limits(call_seconds=2.0, import_seconds=30.0)
 MEMORY_POINTS = 14
 

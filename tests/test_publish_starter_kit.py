@@ -12,6 +12,8 @@ from shardlab.autograder.engine.plan import part_plan
 from shardlab.autograder.publish.render import build
 from shardlab.autograder.publish.stubs import SOLUTIONS
 
+pytestmark = pytest.mark.platform
+
 
 @pytest.fixture(scope="module")
 def kit(tmp_path_factory, cfg):

@@ -6,6 +6,8 @@ import pytest
 from shardlab.autograder.questions import all_parts
 from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS, make_stub, stale_stubs
 
+pytestmark = pytest.mark.pure
+
 
 def test_stubs_are_in_sync():
     assert stale_stubs() == [], "run `shardlab stubs` (or `make stubs`)"

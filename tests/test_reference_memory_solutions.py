@@ -1,9 +1,12 @@
 """solutions/ is a second, independent implementation: it must agree with the
 reference on many random inputs."""
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from shardlab.reference import memory as ref
 from shardlab.solutions import memory as sol
+
+pytestmark = pytest.mark.pure
 
 dims = st.integers(1, 65536)
 big = st.integers(0, 10**15)

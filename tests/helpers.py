@@ -1,0 +1,56 @@
+"""Helpers shared by test files (fixtures live in conftest.py)."""
+from __future__ import annotations
+
+import ast
+import os
+import time
+
+from shardlab.autograder import content
+
+
+def alive_in(session_ids: set[int]) -> list[int]:
+    """Pids of live (not zombie) processes in these sessions."""
+    alive = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(stat[3]) in session_ids and stat[0] != "Z":     # field 6: session id
+            alive.append(int(pid))
+    return alive
+
+
+def assert_graded_as_declared(cfg, fixture, part_ids, within_seconds: float) -> None:
+    """The hand-made wrong submission `fixture` (tests/submissions/) loses
+    exactly the parts its expect.toml declares among `part_ids`, with the
+    feedback it declares, in less than `within_seconds` (a hang costs a
+    collective timeout, never gloo's 30 minutes)."""
+    from shardlab.autograder.engine.grading import grade_part_ids
+    from shardlab.autograder.engine.selfcheck import assembled, part_problems
+    start = time.monotonic()
+    with assembled(fixture) as root:
+        results = grade_part_ids(root, cfg, part_ids)
+    assert [msg for r in results.values() for msg in part_problems(r, fixture, full=False)] == []
+    assert time.monotonic() - start < within_seconds
+
+
+def assert_nothing_left(sessions: list[int]) -> None:
+    """Every process of the fork servers started (see the `sessions` fixture) is gone."""
+    time.sleep(0.05)                                  # SIGKILL delivery is asynchronous
+    assert sessions and alive_in(set(sessions)) == []
+
+
+PACKAGE_FOLDERS = ("autograder", "reference", "solutions", "assignments", "templates")
+
+
+def package_modules() -> dict[str, tuple[ast.Module, bool]]:
+    """shardlab.<folder>.<...> -> (its syntax tree, whether it is a package's
+    __init__), for every .py file of the course folders."""
+    found = {}
+    for folder in PACKAGE_FOLDERS:
+        for path in sorted(content.folder(folder).rglob("*.py")):
+            rel = path.relative_to(content.ROOT).with_suffix("")
+            parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+            found[".".join(("shardlab", *parts))] = (ast.parse(path.read_text(), str(path)), rel.name == "__init__")
+    return found
