@@ -17,6 +17,10 @@ Pipeline, in order:
    must not read them even if it saw them), then `shardlab walls` probes the
    jail's walls while the image is built, failing the build when the course
    requires the full jail and a wall is missing (autograder/sandbox/walls.py);
+   its run_autograder gets our prelude (RUN_PRELUDE): the upload is moved out
+   of otter's submission folder before otter looks for the file to grade, so
+   otter only ever finds the entry file, whatever the upload holds (a
+   notebook, other `.py` files, `__MACOSX/`, a GitHub checkout);
 5. the wheel and the course config are appended at the zip's root, i.e.
    `/autograder/source/` on Gradescope.
 
@@ -45,7 +49,7 @@ from shardlab.autograder import content
 from shardlab.autograder.engine.answer_sheet import SHEET_TITLE, sheet_parts
 from shardlab.autograder.engine.plan import part_cases
 from shardlab.autograder.errors import ShardlabError
-from shardlab.autograder.platforms.otter import CONFIG_FILE, ENTRY_FILE
+from shardlab.autograder.platforms.otter import CONFIG_FILE, ENTRY_FILE, QUARANTINE
 from shardlab.autograder.questions import part_points, questions
 
 REPO = content.ROOT
@@ -71,6 +75,15 @@ SHARDLAB_REFERENCE="$(mamba run -n {OTTER_ENV_NAME} python -I -c {_REFERENCE_DIR
 chmod -R go-rwx "$SHARDLAB_REFERENCE" {AUTOGRADER_DIR}/source/{CONFIG_FILE} {AUTOGRADER_DIR}/source/shardlab-*.whl
 # shardlab: probe the jail's walls now, so a missing prerequisite fails the upload, not the grades
 mamba run -n {OTTER_ENV_NAME} shardlab walls --config {AUTOGRADER_DIR}/source/{CONFIG_FILE}
+"""
+
+RUN_PRELUDE = f"""
+# shardlab: move the upload out of otter's submission folder before otter looks at it. otter
+# grades the one notebook or .py it finds there, and it must find shardlab's entry file
+# alone; the engine finds assignments/ in {AUTOGRADER_DIR}/{QUARANTINE}/ instead.
+rm -rf {AUTOGRADER_DIR}/{QUARANTINE}
+mkdir -p {AUTOGRADER_DIR}/{QUARANTINE}
+find {AUTOGRADER_DIR}/submission -mindepth 1 -maxdepth 1 -exec mv -t {AUTOGRADER_DIR}/{QUARANTINE} -- {{}} +
 """
 
 ENTRY_SOURCE = '''\
@@ -197,21 +210,25 @@ def build_autograder(cfg, config_text: str, out: Path) -> Path:
             otter_generate(tests_dir="tests", output_path=str(target), config="otter_config.json",
                            requirements="requirements.txt", files=[ENTRY_FILE],
                            python_version=PYTHON_VERSION, no_environment=True)
-        _append_setup_tail(target)
+        _add_shardlab_steps(target)
         with zipfile.ZipFile(target, "a") as zf:
             zf.write(wheel, arcname=wheel.name)
             zf.writestr(CONFIG_FILE, config_text)
     return target
 
 
-def _append_setup_tail(target: Path) -> None:
-    """Rewrite the zip with SETUP_TAIL at the end of otter's setup.sh."""
+def _add_shardlab_steps(target: Path) -> None:
+    """Rewrite the zip with SETUP_TAIL at the end of otter's setup.sh and
+    RUN_PRELUDE after run_autograder's first line (its shebang)."""
     with zipfile.ZipFile(target) as zf:
         entries = [(info, zf.read(info)) for info in zf.infolist()]
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
         for info, data in entries:
             if info.filename == "setup.sh":
                 data = data.rstrip(b"\n") + b"\n" + SETUP_TAIL.encode()
+            elif info.filename == "run_autograder":
+                shebang, _, rest = data.partition(b"\n")
+                data = shebang + b"\n" + RUN_PRELUDE.encode() + rest
             zf.writestr(info, data)
 
 
