@@ -185,7 +185,7 @@ def build(config_path, out_dir, roster):
 
 
 def _build_all(cfg, config_path, out: Path, roster=None) -> None:
-    from shardlab.autograder.publish.otter_export import build_autograder, config_text
+    from shardlab.autograder.publish.otter_export import build_autograder, config_text, gradescope_points
     from shardlab.autograder.publish.render import build as render_build
     from shardlab.autograder.publish.roster import build_roster
     students = build_roster(cfg, roster, out) if roster else []
@@ -194,6 +194,8 @@ def _build_all(cfg, config_path, out: Path, roster=None) -> None:
     if students:
         console.print(f"wrote {len(students)} files under {out / 'students'}", highlight=False)
     console.print(f"wrote {build_autograder(cfg, config_text(config_path), out)}", highlight=False)
+    console.print(f"Gradescope: set the assignment's autograder points to {gradescope_points(cfg)} "
+                  "(a bonus earned shows as extra credit)", highlight=False)
 
 
 @cli.command()

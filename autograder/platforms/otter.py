@@ -135,6 +135,30 @@ except ImportError:   # otter is only needed when grading under otter
     AbstractOtterPlugin = object
 
 
+def finalize_results(ag_dir: str | Path) -> None:
+    """Gradescope's maximum per question is shardlab's, bonus excluded.
+
+    otter counts a bonus part's points in its question's maximum (question 2:
+    19 where shardlab says 18 + 1 bonus); run_autograder calls this after otter
+    has written results/results.json, so each question's `max_score` is
+    shardlab's and a bonus shows as extra credit (score above the maximum).
+    Nothing changes when there is no report (otter's own failure messages stay)."""
+    ag_dir = Path(ag_dir)
+    results_path = ag_dir / "results" / "results.json"
+    try:
+        results = json.loads(results_path.read_text(encoding="utf-8"))
+        report = json.loads((ag_dir / REPORT_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    maxima = {f"Question {q['id']}: {q['title']}": q["max_score"] for q in report.get("questions", [])}
+    for test in results.get("tests", []):
+        if "max_score" in test and test.get("name") in maxima:
+            test["max_score"] = maxima[test["name"]]
+    tmp = results_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(results, indent=1), encoding="utf-8")
+    os.replace(tmp, results_path)
+
+
 def grading_notes(report: dict) -> str:
     """The submission-wide lines of otter's results (Gradescope's `output`,
     shown as HTML: the error may name a student's file, so it is escaped)."""
@@ -164,3 +188,8 @@ class QuarantinePlugin(AbstractOtterPlugin):
         except (OSError, ValueError):
             notes = "shardlab: no grading report was written (see the test cases)."
         results.set_output(notes)
+
+
+if __name__ == "__main__":      # run_autograder: python -m shardlab.autograder.platforms.otter finalize DIR
+    if sys.argv[1:2] == ["finalize"] and len(sys.argv) == 3:
+        finalize_results(sys.argv[2])

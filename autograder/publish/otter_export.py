@@ -29,8 +29,10 @@ case (its feedback already withholds hidden inputs and expected values); a
 part whose cases are all hidden becomes a hidden otter case. Manual parts
 (question 3 (d)) have no otter case: add them as a manual question in the
 Gradescope outline. Bonus parts are ordinary cases: otter's maximum counts
-their points, shardlab's `max_score` does not, so the Gradescope outline's
-autograder points should be shardlab's `max_score` (scores may exceed it).
+their points, shardlab's `max_score` does not; RUN_EPILOGUE rewrites each
+question's maximum in results.json to shardlab's (platforms/otter.py,
+`finalize_results`), and `shardlab build` prints `gradescope_points(cfg)`
+for the outline, so a bonus earned is extra credit.
 """
 from __future__ import annotations
 
@@ -64,6 +66,7 @@ OTTER_CONFIG = {
     "show_all_public": True,        # all cases public: every result shows at once
     "show_stdout": False,
     "pdf": False,
+    "force_public_test_summary": False,   # each case once, under its question, not again in a summary
 }
 
 # the installed package (-I: never a `reference/` folder in the working directory)
@@ -85,6 +88,9 @@ rm -rf {AUTOGRADER_DIR}/{QUARANTINE}
 mkdir -p {AUTOGRADER_DIR}/{QUARANTINE}
 find {AUTOGRADER_DIR}/submission -mindepth 1 -maxdepth 1 -exec mv -t {AUTOGRADER_DIR}/{QUARANTINE} -- {{}} +
 """
+
+RUN_EPILOGUE = (f"python -m shardlab.autograder.platforms.otter finalize {AUTOGRADER_DIR}"
+                "   # shardlab: its maxima, bonus as extra credit\n")
 
 ENTRY_SOURCE = '''\
 """shardlab's otter entry file: it only locates the submission.
@@ -218,8 +224,9 @@ def build_autograder(cfg, config_text: str, out: Path) -> Path:
 
 
 def _add_shardlab_steps(target: Path) -> None:
-    """Rewrite the zip with SETUP_TAIL at the end of otter's setup.sh and
-    RUN_PRELUDE after run_autograder's first line (its shebang)."""
+    """Rewrite the zip with SETUP_TAIL at the end of otter's setup.sh, and
+    RUN_PRELUDE after run_autograder's first line (its shebang) and
+    RUN_EPILOGUE at its end."""
     with zipfile.ZipFile(target) as zf:
         entries = [(info, zf.read(info)) for info in zf.infolist()]
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
@@ -228,8 +235,16 @@ def _add_shardlab_steps(target: Path) -> None:
                 data = data.rstrip(b"\n") + b"\n" + SETUP_TAIL.encode()
             elif info.filename == "run_autograder":
                 shebang, _, rest = data.partition(b"\n")
-                data = shebang + b"\n" + RUN_PRELUDE.encode() + rest
+                data = shebang + b"\n" + RUN_PRELUDE.encode() + rest.rstrip(b"\n") + b"\n" + RUN_EPILOGUE.encode()
             zf.writestr(info, data)
+
+
+def gradescope_points(cfg) -> float:
+    """The number to enter as the Gradescope assignment's autograder points:
+    shardlab's max_score (every auto part but the bonus, plus the answers
+    sheet with a course secret); a bonus earned shows as extra credit."""
+    auto = sum(part_points(p, cfg) for q in questions() for p in q.parts if p.kind == "auto" and not p.bonus)
+    return _number(auto + cfg.answer_points * len(sheet_parts(cfg)))
 
 
 def config_text(config_path) -> str:
