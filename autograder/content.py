@@ -1,7 +1,7 @@
 """Where the course content lives.
 
 The repository's fixed top-level folders are installed as subpackages of one
-package, `shardlab` (pyproject.toml maps `shardlab.<folder>` to `<folder>/`):
+package, `shardlab` (setup.py maps `shardlab.<folder>` to `<folder>/`):
 `shardlab.autograder`, `shardlab.reference`, `shardlab.solutions`,
 `shardlab.assignments` and `shardlab.templates`. Nothing generic such as
 `assignments` or `reference` lands in site-packages, so a student's own

@@ -1,5 +1,5 @@
 """Random inputs shared by the questions' case generators. The engine seeds
-`rng` (autograder.engine.grading.part_rng); questions never seed themselves."""
+`rng` (engine/plan.py, part_rng); questions never seed themselves."""
 from __future__ import annotations
 
 

@@ -1,7 +1,7 @@
 """Run student functions in a separate, walled process; get plain data back.
 
 The grader never imports student code. `run_calls` stages the submission
-(autograder/sandbox/staging.py), starts `python -I -u -m autograder.sandbox.worker`
+(autograder/sandbox/staging.py), starts `python -I -u -m shardlab.autograder.sandbox.worker`
 in its own session and cgroup, sends it the calls, and watches a private
 result pipe with absolute deadlines. The worker walls itself in
 (`jail.confine`: namespaces, a private allow-listed root, no privileges)

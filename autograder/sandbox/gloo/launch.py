@@ -1,4 +1,4 @@
-"""The `gloo` probe of the grading engine (autograder.engine.grading.PROBES).
+"""The `gloo` probe of the grading engine (engine/probes.py, PROBES).
 
 A distributed part is a Part with probe="gloo" whose cases are
 Call(<student module>, <scenario name>, {"world_size": N, ...}); the scenario

@@ -1,6 +1,6 @@
 """The fork server, and the two processes of every rank it forks.
 
-The grader starts `python -I -m autograder.sandbox.gloo.ranks.main` in its own session
+The grader starts `python -I -m shardlab.autograder.sandbox.gloo.ranks.main` in its own session
 and cgroup. The fork server imports torch and the scenarios, runs no torch
 op (forking after torch has started its thread pools can hang a child), and
 forks the ranks of each worker group on request, in milliseconds, sharing
