@@ -3,8 +3,9 @@
 File names: `test_<concern>_<subject>.py`, the concern being where the code
 under test lives: `reference` (reference/ against solutions/ and real runs),
 `question` (one question graded end to end), `engine`, `sandbox`, `publish`,
-`platforms`, `cli`, `bench`, `package` (the package's structure), or
-`attacks` (a student trying to break a wall, docs/trust.md).
+`platforms`, `bench`, `package` (the package's structure), or `attacks` (a
+student trying to break a wall, docs/trust.md); the CLI is one module, so
+its file is plain `test_cli.py`.
 
 Tiers: every test carries exactly one tier marker, `pure` (no sandbox, no
 gloo, no subprocess: `make test-fast`, seconds), `sandbox` (student code in
@@ -12,7 +13,10 @@ jailed processes or gloo ranks, real torch runs) or `platform` (otter, the
 Gradescope zip, the CLI in a subprocess, batch grading); usually as a
 file's `pytestmark`. A test without one, or with two, fails collection.
 
-Helpers that are not fixtures are in helpers.py.
+Fixtures used by more than one file are defined here, once; a fixture of one
+file stays in it, under a name no other fixture has. Helpers that are not
+fixtures are in helpers.py (`from helpers import ...`: pyproject.toml puts
+tests/ on the path); test files never import from each other.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ import pytest
 
 import shardlab.autograder.sandbox.gloo.group as group
 from shardlab.autograder import content
+from shardlab.autograder.publish.otter_export import build_autograder, config_text
 from shardlab.reference.config import load_config
 
 TIERS = ("pure", "sandbox", "platform")
@@ -43,6 +48,12 @@ def pytest_collection_modifyitems(config, items):
 def cfg():
     """The shipped course config."""
     return load_config()
+
+
+@pytest.fixture(scope="session")
+def autograder_zip(tmp_path_factory, cfg):
+    """The shipped course's Gradescope autograder.zip (`shardlab build`), built once."""
+    return build_autograder(cfg, config_text(None), tmp_path_factory.mktemp("ag"))
 
 
 @pytest.fixture

@@ -3,9 +3,17 @@ from __future__ import annotations
 
 import ast
 import os
+import subprocess
+import sys
 import time
 
 from shardlab.autograder import content
+
+
+def run_cli(*args: str, cwd=None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`shardlab <args>` in a subprocess of this venv's python, output captured as text."""
+    return subprocess.run([sys.executable, "-m", "shardlab.autograder.cli", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=timeout)
 
 
 def alive_in(session_ids: set[int]) -> list[int]:

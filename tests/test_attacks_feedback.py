@@ -28,7 +28,8 @@ from shardlab.autograder.questions import all_parts
 from shardlab.autograder.sandbox.process import Limits, Outcome
 from shardlab.autograder.publish.stubs import SOLUTIONS
 
-pytestmark = pytest.mark.pure
+# Tiers per test: most tests score forged worker outcomes in-process (pure); the
+# ones taking `evil_report` grade a real submission in the sandbox.
 
 FAST = Limits(call_seconds=2.0, import_seconds=30.0)
 
@@ -63,6 +64,7 @@ def _clean(text: str) -> None:
     assert not CONTROL.search(text), repr(CONTROL.search(text))
 
 
+@pytest.mark.pure
 def test_public_error_text_is_one_clean_capped_line(cfg):
     result, cases = _forged(cfg, "1.1", "ValueError: boom")
     _clean(result.feedback)
@@ -72,6 +74,7 @@ def test_public_error_text_is_one_clean_capped_line(cfg):
     assert "over write" in result.feedback and "title" not in result.feedback    # \r, OSC title
 
 
+@pytest.mark.pure
 def test_hidden_cases_never_echo_the_students_text(cfg):
     leak = f"KeyError: '{HIDDEN_LEAK} d_model=4096' (assignments/memory.py, line 3)"
     result, cases = _forged(cfg, "1.1", leak)
@@ -79,6 +82,7 @@ def test_hidden_cases_never_echo_the_students_text(cfg):
     assert "a hidden case of param_count: raised KeyError" in result.feedback
 
 
+@pytest.mark.pure
 @pytest.mark.parametrize("error, kind", [
     ("param_count(d_model=7, d_ff=9, num_blocks=2) did not finish within 5 s", "did not finish in time"),
     ("importing assignments/memory.py timed out", "did not finish in time"),
@@ -96,6 +100,7 @@ def test_a_hidden_failure_is_told_by_its_kind_only(error, kind):
     assert untrusted.failure_kind(error) == kind
 
 
+@pytest.mark.pure
 @pytest.mark.parametrize("part_id, told", [
     ("1.1", "a hidden case of param_count: returned dict, expected an int"),
     ("3.6", "a hidden case of block_collective_bytes: returned the wrong keys"),
@@ -109,6 +114,7 @@ def test_hidden_wrong_values_do_not_echo_returned_keys(cfg, part_id, told):
     assert HIDDEN_LEAK not in result.feedback and told in result.feedback
 
 
+@pytest.mark.pure
 def test_public_returned_value_is_capped(cfg):
     part, cases, expected = _plan(cfg, "1.1")
     outcomes = [[Outcome(value="\x1b[2J" + "9" * 100_000 if case.public else exp[0])]
@@ -144,6 +150,7 @@ def evil_report(cfg, submission):
     return grade_folder(root, cfg, FAST, label="evil", modules={"memory"})
 
 
+@pytest.mark.sandbox
 def test_graded_feedback_is_clean_and_hides_hidden_text(evil_report):
     p = evil_report.part("1.1")
     assert p.score == 0
@@ -157,6 +164,7 @@ def _rendered_markdown(report) -> str:
     return MarkdownIt("commonmark", {"html": True}).render(text)
 
 
+@pytest.mark.sandbox
 def test_markdown_feedback_is_escaped(evil_report):
     html = _rendered_markdown(evil_report)
     assert "<script" not in html and "<img" not in html and 'href="http://e"' not in html
@@ -165,12 +173,14 @@ def test_markdown_feedback_is_escaped(evil_report):
     _clean(html.replace("\n", ""))
 
 
+@pytest.mark.pure
 def test_batch_error_row_is_escaped():
     text = batch.feedback_markdown("x", {"status": "error", "error": "the grader exited: <b>" + EVIL})
     html = MarkdownIt("commonmark", {"html": True}).render(text)
     assert "<b>" not in html and "<script" not in html and len(text) < 3000
 
 
+@pytest.mark.sandbox
 def test_cli_shows_markup_as_text(evil_report, monkeypatch, tmp_path):
     """rich would render [bold red] as style and crash on a stray [/]."""
     from shardlab.autograder import cli
@@ -182,6 +192,7 @@ def test_cli_shows_markup_as_text(evil_report, monkeypatch, tmp_path):
     _clean(done.output.replace("\n", ""))
 
 
+@pytest.mark.sandbox
 def test_otter_failure_message_is_html_escaped(evil_report, monkeypatch):
     monkeypatch.setattr(otter_runtime, "graded", lambda handle: {**evil_report.to_dict()})
     with pytest.raises(AssertionError) as failed:
@@ -192,12 +203,14 @@ def test_otter_failure_message_is_html_escaped(evil_report, monkeypatch):
     _clean(message)
 
 
+@pytest.mark.pure
 def test_gradescope_output_escapes_a_refusal_naming_a_students_file():
     notes = otter_runtime.grading_notes({"error": "submission refused: assignments/<img src=x onerror=alert(1)> "
                                                   "is a symbolic link"})
     assert "<img" not in notes and "&lt;img" in notes
 
 
+@pytest.mark.pure
 def test_sanitisers():
     assert untrusted.one_line("a\r\nb\tc\x1b[31md\x1b[0m\x00e\u202ef") == "a b cdef"
     assert untrusted.one_line("x" * 10, 5) == "xxxx…"

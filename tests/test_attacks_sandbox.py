@@ -22,6 +22,7 @@ from shardlab.autograder.sandbox.gloo.launch import run_gloo
 from shardlab.autograder.sandbox.gloo.seeds import grading_secret
 from shardlab.autograder.engine.parts import Call
 from shardlab.autograder.sandbox.process import Limits, run_calls
+from helpers import run_cli
 
 REPO = Path(__file__).resolve().parents[1]
 WALLS = jail.walls()
@@ -308,8 +309,6 @@ def test_an_attacker_in_a_batch_harms_no_neighbour(tmp_path):
     get full marks."""
     import csv
     import shutil
-    import subprocess
-    import sys
     for name in ("honest1", "attacker", "honest2"):
         shutil.copytree(REPO / "solutions", tmp_path / name / "assignments",
                         ignore=shutil.ignore_patterns("__pycache__"))
@@ -317,9 +316,8 @@ def test_an_attacker_in_a_batch_harms_no_neighbour(tmp_path):
         path = tmp_path / "attacker" / "assignments" / f"{module}.py"
         path.write_text(NEIGHBOUR + path.read_text())
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "-m", "shardlab.autograder.cli", "grade", *(str(tmp_path / n) for n in
-                        ("honest1", "attacker", "honest2")), "--jobs", "2", "--out", str(out)],
-                       capture_output=True, text=True, timeout=600)
+    r = run_cli("grade", *(str(tmp_path / n) for n in ("honest1", "attacker", "honest2")),
+                "--jobs", "2", "--out", str(out), timeout=600)
     assert r.returncode == 0, r.stderr
     rows = {row["submission"]: row for row in csv.DictReader((out / "gradebook.csv").open())}
     for name in ("honest1", "honest2"):

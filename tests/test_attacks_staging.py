@@ -12,8 +12,6 @@ import os
 import shutil
 import socket
 import stat
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -23,6 +21,7 @@ from shardlab.autograder.sandbox import staging
 from shardlab.autograder.errors import ShardlabError
 from shardlab.autograder.publish.stubs import SOLUTIONS
 from shardlab.autograder.engine.submission import open_submission
+from helpers import run_cli
 
 pytestmark = pytest.mark.sandbox
 
@@ -155,11 +154,6 @@ def _one_line_naming(message: str, path: str) -> None:
     assert SECRET not in message
 
 
-def _shardlab_grade(path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "shardlab.autograder.cli", "grade", str(path)],
-                          capture_output=True, text=True, timeout=120)
-
-
 @pytest.mark.parametrize("attack", FOLDER_ATTACKS, ids=lambda a: a.__name__)
 def test_stage_refuses(attack, tmp_path, outside):
     root = _folder(tmp_path)
@@ -176,7 +170,7 @@ def test_stage_refuses(attack, tmp_path, outside):
 def test_shardlab_grade_refuses_folder(attack, tmp_path, outside):
     root = _folder(tmp_path)
     offender = attack(root, outside)
-    done = _shardlab_grade(root)
+    done = run_cli("grade", str(root), timeout=120)
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert done.stderr.startswith("error: ") and "Traceback" not in done.stderr
     _one_line_naming(done.stderr, offender)
@@ -186,7 +180,7 @@ def test_shardlab_grade_refuses_folder(attack, tmp_path, outside):
 @pytest.mark.parametrize("attack", ZIP_ATTACKS, ids=lambda a: a.__name__)
 def test_shardlab_grade_refuses_zip(attack, tmp_path, outside):
     upload, offender = attack(tmp_path, outside)
-    done = _shardlab_grade(upload)
+    done = run_cli("grade", str(upload), timeout=120)
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert done.stderr.startswith("error: ") and "Traceback" not in done.stderr
     _one_line_naming(done.stderr, offender)

@@ -1,25 +1,19 @@
 """The front door: commands work, bad input gives one line and a non-zero exit."""
 import json
 import shutil
-import subprocess
-import sys
 import zipfile
 
 import pytest
 
 from shardlab.autograder.publish.stubs import SOLUTIONS
+from helpers import run_cli
 
 pytestmark = pytest.mark.platform
 
 
-def shardlab(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "shardlab.autograder.cli", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=300)
-
-
 def test_grade_json(tmp_path):
     shutil.copytree(SOLUTIONS, tmp_path / "assignments")
-    r = shardlab("grade", str(tmp_path), "--json")
+    r = run_cli("grade", str(tmp_path), "--json")
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
     parts = [p for q in report["questions"] for p in q["parts"]]
@@ -30,14 +24,14 @@ def test_grade_json(tmp_path):
 
 
 def test_answers_json():
-    r = shardlab("answers", "--json")
+    r = run_cli("answers", "--json")
     assert r.returncode == 0, r.stderr
     key = json.loads(r.stdout)
     assert key["1"]["n_fsdp"]["value"] == 61 and key["1"]["gpus_total"]["value"] == 45
 
 
 def test_build_writes_handout_and_solutions(tmp_path):
-    r = shardlab("build", "--out", str(tmp_path))
+    r = run_cli("build", "--out", str(tmp_path))
     assert r.returncode == 0, r.stderr
     handout = (tmp_path / "handout.md").read_text()
     solutions = (tmp_path / "solutions.md").read_text()
@@ -48,7 +42,7 @@ def test_build_writes_handout_and_solutions(tmp_path):
 
 
 def test_stubs_check():
-    r = shardlab("stubs", "--check")
+    r = run_cli("stubs", "--check")
     assert r.returncode == 0, r.stderr
 
 
@@ -80,7 +74,7 @@ def _bad(tmp_path):
                                   "zip of another layout", "not a zip"])
 def test_bad_input_is_one_line_and_nonzero(tmp_path, case):
     args, message = _bad(tmp_path)[case]
-    r = shardlab(*args)
+    r = run_cli(*args)
     assert r.returncode == 2
     assert "Traceback" not in r.stderr + r.stdout
     lines = r.stderr.strip().splitlines()

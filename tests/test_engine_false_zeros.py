@@ -327,12 +327,6 @@ def test_otter_grading_with_the_jail_required_and_missing_blames_the_set_up(tmp_
 
 # ---- the Gradescope zip: no answer key, locked reference, walls probed at build ----
 
-@pytest.fixture(scope="module")
-def autograder_zip(tmp_path_factory):
-    from shardlab.autograder.publish.otter_export import build_autograder, config_text
-    return build_autograder(load_config(), config_text(None), tmp_path_factory.mktemp("ag"))
-
-
 def test_the_zip_wheel_carries_no_solutions_or_tests(autograder_zip):
     zf = zipfile.ZipFile(autograder_zip)
     wheel_name = next(n for n in zf.namelist() if n.endswith(".whl"))

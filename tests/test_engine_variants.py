@@ -2,8 +2,6 @@
 different numbers, each student's answers grade full marks only against
 their own variant; bad roster or answers input is one line, no traceback."""
 import dataclasses
-import subprocess
-import sys
 
 import pytest
 
@@ -14,6 +12,7 @@ from shardlab.autograder.engine.grading import grade_folder
 from shardlab.autograder.engine.variants import check_student_id, variant_config
 from shardlab.autograder.publish.roster import read_roster
 from shardlab.reference.specs import HARDWARE
+from helpers import run_cli
 
 pytestmark = pytest.mark.platform
 
@@ -111,15 +110,10 @@ def test_bad_input_is_one_error(secret_cfg, tmp_path):
         assert result.score == 0 and all(message in p.feedback for p in result.parts)
 
 
-def _cli(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "shardlab.autograder.cli", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=300)
-
-
 def test_build_roster_cli(tmp_path):
     (tmp_path / "course.toml").write_text(SECRET_TOML)
     (tmp_path / "roster.csv").write_text("student_id,name\ns001,Ada\ns002,Grace\n")
-    r = _cli("build", "--config", "course.toml", "--roster", "roster.csv", "--out", "out", cwd=tmp_path)
+    r = run_cli("build", "--config", "course.toml", "--roster", "roster.csv", "--out", "out", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     a = (tmp_path / "out/students/s001/handout.md").read_text()
     b = (tmp_path / "out/students/s002/handout.md").read_text()
@@ -127,7 +121,7 @@ def test_build_roster_cli(tmp_path):
     assert (tmp_path / "out/students/s002/handout.html").is_file()
     assert (tmp_path / "out/autograder.zip").is_file()
     for args, message in (((), "needs a course secret"), (("--config", "course.toml"), "not found")):
-        r = _cli("build", *args, "--roster", "nope.csv" if args else "roster.csv", "--out", "o2",
+        r = run_cli("build", *args, "--roster", "nope.csv" if args else "roster.csv", "--out", "o2",
                  cwd=tmp_path)
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and message in r.stderr, r.stderr
 

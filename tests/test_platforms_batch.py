@@ -3,13 +3,12 @@ as they come, --resume, retries and error rows."""
 import csv
 import json
 import shutil
-import subprocess
-import sys
 
 import pytest
 
 from shardlab.autograder.platforms import batch
 from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS
+from helpers import run_cli
 
 pytestmark = pytest.mark.platform
 
@@ -21,9 +20,9 @@ def test_batch_writes_gradebook_results_and_feedback_and_resumes(tmp_path):
     shutil.copytree(ASSIGNMENTS, tmp_path / "bob" / "assignments")
     (tmp_path / "carol").mkdir()                                   # not a submission
     out = tmp_path / "out"
-    args = [sys.executable, "-m", "shardlab.autograder.cli", "grade", good_zip, str(tmp_path / "bob"),
+    args = ["grade", good_zip, str(tmp_path / "bob"),
             str(tmp_path / "carol"), "--jobs", "2", "--out", str(out)]
-    r = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    r = run_cli(*args, timeout=600)
     assert r.returncode == 0, r.stderr
     rows = {row["submission"]: row for row in csv.DictReader((out / "gradebook.csv").open())}
     assert set(rows) == {"alice", "bob", "carol"}
@@ -37,7 +36,7 @@ def test_batch_writes_gradebook_results_and_feedback_and_resumes(tmp_path):
     assert "Could not grade" in (out / "feedback" / "carol.md").read_text()
 
     before = {p.name: p.stat().st_mtime_ns for p in (out / "results").iterdir()}
-    r = subprocess.run(args + ["--resume"], capture_output=True, text=True, timeout=120)
+    r = run_cli(*args, "--resume", timeout=120)
     assert r.returncode == 0, r.stderr
     assert {p.name: p.stat().st_mtime_ns for p in (out / "results").iterdir()} == before
     assert len(list(csv.DictReader((out / "gradebook.csv").open()))) == 3

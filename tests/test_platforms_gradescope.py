@@ -23,7 +23,6 @@ from pathlib import Path
 
 import pytest
 
-from shardlab.autograder.publish.otter_export import build_autograder, config_text
 from shardlab.autograder.publish.stubs import SOLUTIONS
 
 pytestmark = [pytest.mark.platform,
@@ -32,11 +31,6 @@ pytestmark = [pytest.mark.platform,
 
 CONDA_LINES = ("export PATH=/root/miniforge3/bin:", 'eval "$(mamba shell hook', "mamba activate otter-env")
 RUN_SECONDS = 300            # otter run has no timeout of its own
-
-
-@pytest.fixture(scope="module")
-def autograder_zip(tmp_path_factory, cfg):
-    return build_autograder(cfg, config_text(None), tmp_path_factory.mktemp("ag"))
 
 
 def _run_autograder_here(text: str) -> str:

@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from shardlab.autograder.publish.otter_export import build_autograder, config_text, is_hidden
+from shardlab.autograder.publish.otter_export import is_hidden
 from shardlab.autograder.engine.parts import Case
 from shardlab.autograder.platforms.otter import ENTRY_FILE, locate_submission
 from shardlab.autograder.questions import part_points, questions
 from shardlab.autograder.engine.selfcheck import assembled, fixtures, folder_of
 from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS
+from helpers import run_cli
 
 pytestmark = pytest.mark.platform
 
@@ -33,11 +34,6 @@ DECOYS = {
     "autograder/__init__.py": "raise ImportError('a student autograder package was imported')\n",
     ENTRY_FILE: "shardlab_submission = {'root': '/nowhere'}\n",
 }
-
-
-@pytest.fixture(scope="module")
-def autograder_zip(tmp_path_factory, cfg):
-    return build_autograder(cfg, config_text(None), tmp_path_factory.mktemp("ag"))
 
 
 def _zip_folder(root: Path, dest: Path, extra: dict[str, str] | None = None) -> Path:
@@ -110,8 +106,7 @@ def _otter_parts(out: Path) -> dict[str, tuple[bool, float, str]]:
 
 
 def _shardlab_grade(submission: Path) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "shardlab.autograder.cli", "grade", "--json", str(submission)],
-                          capture_output=True, text=True, timeout=OTTER_TIMEOUT)
+    proc = run_cli("grade", "--json", str(submission), timeout=OTTER_TIMEOUT)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
