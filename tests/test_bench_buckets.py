@@ -1,7 +1,7 @@
 """The bucket experiment's arithmetic (the timed run itself is `shardlab bench buckets`)."""
 import pytest
 
-from shardlab.autograder.bench.buckets import _gradient_bytes, fit_overhead_bandwidth
+from shardlab.autograder.bench.buckets import gradient_bytes, fit_overhead_bandwidth
 
 pytestmark = pytest.mark.pure
 
@@ -23,5 +23,5 @@ def test_fit_residual_is_the_rms_error():
 
 
 def test_the_swept_model_has_tens_of_megabytes_of_gradients():
-    grads = _gradient_bytes()
+    grads = gradient_bytes()
     assert sum(grads) == 32 * (512 * 512 + 512) * 4 == 33_619_968

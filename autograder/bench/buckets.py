@@ -47,7 +47,7 @@ def fit_overhead_bandwidth(sizes: list[int], seconds: list[float]) -> Fit:
     return Fit(float(o), float(1 / inv_w) if inv_w > 0 else float("inf"), residual)
 
 
-def _gradient_bytes() -> list[int]:
+def gradient_bytes() -> list[int]:
     return [4 * n for _ in range(DEPTH) for n in (WIDTH * WIDTH, WIDTH)]   # weight, bias per layer
 
 
@@ -80,7 +80,7 @@ def run(out: Path, root: Path, impl: str, repeats: int = 5, advance=lambda: None
     finally:
         server.close()
     fit = fit_overhead_bandwidth(MESSAGE_SIZES, allreduce)
-    grads = _gradient_bytes()
+    grads = gradient_bytes()
     s = sum(grads)
     rows = []
     for mb, seconds in zip(BUCKET_MB, measured):
