@@ -49,14 +49,11 @@ def assert_nothing_left(sessions: list[int]) -> None:
     assert sessions and alive_in(set(sessions)) == []
 
 
-PACKAGE_FOLDERS = ("autograder", "reference", "solutions", "assignments", "templates")
-
-
 def package_modules() -> dict[str, tuple[ast.Module, bool]]:
     """shardlab.<folder>.<...> -> (its syntax tree, whether it is a package's
     __init__), for every .py file of the course folders."""
     found = {}
-    for folder in PACKAGE_FOLDERS:
+    for folder in content.FOLDERS:
         for path in sorted(content.folder(folder).rglob("*.py")):
             rel = path.relative_to(content.ROOT).with_suffix("")
             parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts

@@ -6,10 +6,13 @@ that file (`files/shardlab_otter_entry.py`, copied into the submission folder
 by otter, overwriting any file of the same name), so student code never runs
 in otter's kernel:
 
-1. `QuarantinePlugin.before_grading` (an otter plugin, outside the kernel)
-   moves everything the student uploaded out of the kernel's working folder
-   into `<autograder dir>/shardlab-submission/`, so a student folder named
-   `otter/` or `autograder/` cannot shadow a package the kernel imports.
+1. Before otter starts, the zip's run_autograder (publish/otter_export.py,
+   RUN_PRELUDE) moves everything the student uploaded out of the kernel's
+   working folder into `<autograder dir>/shardlab-submission/`, so otter
+   finds only the entry file to grade, and a student folder named `otter/`
+   or `autograder/` cannot shadow a package the kernel imports.
+   `QuarantinePlugin.before_grading` (an otter plugin, outside the kernel)
+   moves anything still there, for `otter run`, which has no prelude.
 2. The entry file calls `locate_submission()`: where `assignments/` is, and
    which course config the zip shipped.
 3. Every test case calls `check_part(handle, part_id)`. The first call grades
@@ -19,6 +22,8 @@ in otter's kernel:
 4. `QuarantinePlugin.after_grading` puts the report's notes in the results'
    top-level output: the walls the code ran in, and the parts the grader
    itself failed on (internal errors, not the student's; regrade them).
+5. After otter, run_autograder (RUN_EPILOGUE) calls `finalize_results`:
+   each question's maximum in results.json becomes shardlab's.
 
 Layout of a grading run (otter's): `<autograder dir>/source/` holds the
 unzipped autograder zip, `<autograder dir>/submission/` the submission and
@@ -41,6 +46,12 @@ REPORT_FILE = Path("shardlab") / "report.json"
 _OTTER_OWN = {ENTRY_FILE, "tests", "__init__.py"}   # what otter itself puts in submission/
 
 _reports: dict[str, dict] = {}
+
+
+def question_file_title(question_id: str, title: str) -> str:
+    """The name of a question's otter test file, as results.json shows it
+    (the export writes it, finalize_results finds the question by it)."""
+    return f"Question {question_id}: {title}"
 
 
 def find_upload(folder: Path) -> Path | None:
@@ -150,7 +161,7 @@ def finalize_results(ag_dir: str | Path) -> None:
         report = json.loads((ag_dir / REPORT_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return
-    maxima = {f"Question {q['id']}: {q['title']}": q["max_score"] for q in report.get("questions", [])}
+    maxima = {question_file_title(q["id"], q["title"]): q["max_score"] for q in report.get("questions", [])}
     for test in results.get("tests", []):
         if "max_score" in test and test.get("name") in maxima:
             test["max_score"] = maxima[test["name"]]

@@ -51,7 +51,7 @@ from shardlab.autograder import content
 from shardlab.autograder.engine.answer_sheet import SHEET_TITLE, sheet_parts
 from shardlab.autograder.engine.plan import part_cases
 from shardlab.autograder.errors import ShardlabError
-from shardlab.autograder.platforms.otter import CONFIG_FILE, ENTRY_FILE, QUARANTINE
+from shardlab.autograder.platforms.otter import CONFIG_FILE, ENTRY_FILE, QUARANTINE, question_file_title
 from shardlab.autograder.questions import part_points, questions
 
 REPO = content.ROOT
@@ -192,10 +192,10 @@ def build_autograder(cfg, config_text: str, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     target = (out / "autograder.zip").resolve()
     # visibility needs only the cases, not the (sometimes costly) expected values
-    files = {f"q{q.number}": (f"Question {q.number}: {q.title}", question_cases(q, cfg)) for q in questions()}
+    files = {f"q{q.number}": (question_file_title(str(q.number), q.title), question_cases(q, cfg)) for q in questions()}
     sheet = sheet_parts(cfg)           # with a course secret: answers.toml, per student variant
     if sheet:
-        files["qanswers"] = (f"Question answers: {SHEET_TITLE}",
+        files["qanswers"] = (question_file_title("answers", SHEET_TITLE),
                              [OtterCase(part_id, title, cfg.answer_points, False) for part_id, title in sheet])
     with tempfile.TemporaryDirectory(prefix="shardlab-otter-") as tmp:
         stage = Path(tmp)
