@@ -151,6 +151,19 @@ def walls(config_path, require):
 
 @cli.command()
 @config_option
+def warm(config_path):
+    """Compute the expected values every grading needs and cache them on disk (the
+    Gradescope image's setup.sh runs this, so no submission pays for them)."""
+    from shardlab.autograder.engine.plan import warm as warm_plan
+    from shardlab.reference.cache import cache_dir
+    failed = warm_plan(_config(config_path))
+    if failed:
+        raise ShardlabError("the reference failed for part(s) " + "; ".join(f"{p}: {why}" for p, why in failed.items()))
+    click.echo(f"expected values cached in {cache_dir()}")
+
+
+@cli.command()
+@config_option
 @click.option("--json", "as_json", is_flag=True, help="Print the answer key as JSON.")
 def answers(config_path, as_json):
     """The answer key for the course config, with derivations."""

@@ -28,7 +28,9 @@ import time
 from functools import lru_cache
 from pathlib import Path
 
-CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "shardlab"
+from shardlab.reference.cache import cache_dir
+
+CACHE = cache_dir()                     # reference/cache.py: where the grader keeps what it computes once
 TIMEOUT_SECONDS = 180
 TEARDOWN_GRACE_SECONDS = 10     # once the result is written, the ranks get this long to exit
 RANK_COMMAND = [sys.executable, "-m", "shardlab.reference.fsdp2_agreement"]   # + rank, request (JSON)

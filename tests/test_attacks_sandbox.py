@@ -323,3 +323,17 @@ def test_an_attacker_in_a_batch_harms_no_neighbour(tmp_path):
     for name in ("honest1", "honest2"):
         assert rows[name]["status"] == "ok", rows[name]
         assert float(rows[name]["total"]) >= float(rows[name]["max_score"]), rows[name]
+
+
+def test_the_shardlab_command_gets_the_walls_the_machine_has():
+    """The installed `shardlab` script (what setup.sh and instructors run) puts
+    its bin/ folder first on sys.path; the jail must still build its root
+    there (bin/ holds a file named like the grader's package, and symlinks)."""
+    import subprocess
+    import sys
+    script = Path(sys.executable).parent / "shardlab"
+    probe = "from shardlab.autograder.sandbox.jail import walls; print(walls().describe())"
+    machine = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd="/")
+    done = subprocess.run([str(script), "walls"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == machine.stdout.strip(), done.stdout + done.stderr

@@ -11,14 +11,18 @@ Pipeline, in order:
    Gradescope, and nothing at grading time imports it;
 4. `otter generate` writes the zip (run_autograder, setup.sh, environment.yml
    with our requirements, otter_config.json, tests/, files/); its setup.sh
-   gets our tail (SETUP_TAIL): once the wheel is installed, the installed
-   `reference/` package, the wheel and the course config (with its secret)
-   are made unreadable by anyone but root (the student's uid in the jail
-   must not read them even if it saw them), then `shardlab walls` probes the
-   jail's walls while the image is built, failing the build when the course
-   requires the full jail and a wall is missing (autograder/sandbox/walls.py);
-   its run_autograder gets our prelude (RUN_PRELUDE): the upload is moved out
-   of otter's submission folder before otter looks for the file to grade, so
+   is replaced by ours (`setup_script`: Miniforge and the env, no browser,
+   no PDF toolchain, and a guard that refuses `otter grade` in one line);
+   once the wheel is installed, the installed `reference/` package, the
+   wheel and the course config (with its secret) are made unreadable by
+   anyone but root (the student's uid in the jail must not read them even
+   if it saw them), `shardlab walls` probes the jail's walls while the
+   image is built, failing the build when the course requires the full
+   jail and a wall is missing (autograder/sandbox/walls.py), and `shardlab
+   warm` computes every cached expected value into the image (CACHE_DIR);
+   its run_autograder gets our prelude (RUN_PRELUDE): the cache folder is
+   set, and the upload is moved out of otter's submission folder before
+   otter looks for the file to grade, so
    otter only ever finds the entry file, whatever the upload holds (a
    notebook, other `.py` files, `__MACOSX/`, a GitHub checkout);
 5. the wheel and the course config are appended at the zip's root, i.e.
@@ -53,6 +57,7 @@ from shardlab.autograder.engine.plan import part_cases
 from shardlab.autograder.errors import ShardlabError
 from shardlab.autograder.platforms.otter import CONFIG_FILE, ENTRY_FILE, QUARANTINE, question_file_title
 from shardlab.autograder.questions import part_points, questions
+from shardlab.reference.cache import CACHE_ENV
 
 REPO = content.ROOT
 PYTHON_VERSION = "3.11"
@@ -69,18 +74,71 @@ OTTER_CONFIG = {
     "force_public_test_summary": False,   # each case once, under its question, not again in a summary
 }
 
+CACHE_DIR = f"{AUTOGRADER_DIR}/source/shardlab-cache"   # in the image: filled by setup, read by every run
+OTTER_REQUIREMENT = "otter-grader[grading,plugins]"       # otter's own pip line in environment.yml ...
+OTTER_LEAN_REQUIREMENT = "otter-grader[grading]"          # ... minus the Google Sheets plugins' packages
+OTTER_GRADE_REFUSAL = ("shardlab: this zip is for Gradescope; 'otter grade' cannot build it (its image gets only "
+                       "setup.sh, environment.yml and requirements.* before set-up). Grade locally with: "
+                       "shardlab grade SUBMISSIONS... --jobs 2 --out DIR")
+SETUP_TAIL_MARK = "# ---- shardlab: the env exists; secure, probe and warm the grader ----"
+
 # the installed package (-I: never a `reference/` folder in the working directory)
 _REFERENCE_DIR = "import os, shardlab.reference as r; print(os.path.dirname(r.__file__))"
 WHEEL_PACKAGES = ("reference", "autograder", "assignments", "templates")   # never solutions/, tests/
-SETUP_TAIL = f"""
-# shardlab: the answer key's ground truth and the course secret are root's alone
+
+
+def setup_script(miniforge_version: str) -> str:
+    """The image's setup.sh. otter's template (otter/generate/templates/python/setup.sh)
+    also installs Playwright's Chromium with its system packages, R's build
+    libraries and, with pdf on, LaTeX and pandoc; grading needs none of them,
+    and with `set -e` any of them failing to download blocks the assignment.
+    This keeps what run_autograder relies on (Miniforge at /root/miniforge3,
+    the env otter-env from environment.yml) and adds shardlab's steps: the
+    answer key's files become root's alone, `shardlab walls` fails the build
+    when the course requires the full jail and a wall is missing, and
+    `shardlab warm` fills the cache every run then starts from. The jail needs
+    nothing from apt (autograder/sandbox/jail.py works through system calls)."""
+    source = f"{AUTOGRADER_DIR}/source"
+    return f"""#!/usr/bin/env bash
+# The Gradescope image's set-up, written by `shardlab build` (autograder/publish/otter_export.py)
+# in place of otter's template: no browser, no PDF toolchain, no R libraries.
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+
+# `otter grade` builds its image from setup.sh, environment.yml and requirements.* alone, so the
+# wheel and the course config are missing there: say so in one line instead of failing halfway.
+if [ ! -f {source}/{CONFIG_FILE} ]; then
+    echo "{OTTER_GRADE_REFUSAL}" >&2
+    exit 1
+fi
+
+apt-get update
+apt-get install -y --no-install-recommends wget ca-certificates
+
+# Miniforge and the env otter-env: otter's run_autograder activates it
+wget -nv -O {source}/mamba_install.sh \\
+    https://github.com/conda-forge/miniforge/releases/download/{miniforge_version}/Miniforge3-Linux-$(uname -m).sh
+bash {source}/mamba_install.sh -b -p /root/miniforge3
+rm -f {source}/mamba_install.sh
+export PATH=/root/miniforge3/bin:$PATH
+mamba env create -f {source}/environment.yml
+
+{SETUP_TAIL_MARK}
+# the answer key's ground truth and the course secret are root's alone
 SHARDLAB_REFERENCE="$(mamba run -n {OTTER_ENV_NAME} python -I -c {_REFERENCE_DIR!r} | tail -n 1)"
-chmod -R go-rwx "$SHARDLAB_REFERENCE" {AUTOGRADER_DIR}/source/{CONFIG_FILE} {AUTOGRADER_DIR}/source/shardlab-*.whl
-# shardlab: probe the jail's walls now, so a missing prerequisite fails the upload, not the grades
-mamba run -n {OTTER_ENV_NAME} shardlab walls --config {AUTOGRADER_DIR}/source/{CONFIG_FILE}
+chmod -R go-rwx "$SHARDLAB_REFERENCE" {source}/{CONFIG_FILE} {source}/shardlab-*.whl
+# the jail's walls, probed now: a missing prerequisite fails the upload, not the grades
+mamba run -n {OTTER_ENV_NAME} shardlab walls --config {source}/{CONFIG_FILE}
+# every expected value a grading needs, computed once into the image (no run pays for it)
+export {CACHE_ENV}={CACHE_DIR}
+mamba run -n {OTTER_ENV_NAME} shardlab warm --config {source}/{CONFIG_FILE}
+chmod -R go-rwx {CACHE_DIR}
 """
 
+
 RUN_PRELUDE = f"""
+# shardlab: the cache setup.sh filled while the image was built (reference/cache.py)
+export {CACHE_ENV}={CACHE_DIR}
 # shardlab: move the upload out of otter's submission folder before otter looks at it. otter
 # grades the one notebook or .py it finds there, and it must find shardlab's entry file
 # alone; the engine finds assignments/ in {AUTOGRADER_DIR}/{QUARANTINE}/ instead.
@@ -224,15 +282,22 @@ def build_autograder(cfg, config_text: str, out: Path) -> Path:
 
 
 def _add_shardlab_steps(target: Path) -> None:
-    """Rewrite the zip with SETUP_TAIL at the end of otter's setup.sh, and
-    RUN_PRELUDE after run_autograder's first line (its shebang) and
-    RUN_EPILOGUE at its end."""
+    """Rewrite otter's zip: setup.sh becomes `setup_script` (otter's own
+    version of Miniforge), environment.yml installs otter without its
+    plugins' extra packages, run_autograder gets RUN_PRELUDE after its
+    shebang and RUN_EPILOGUE at its end."""
+    from otter.generate import MINIFORGE_VERSION
     with zipfile.ZipFile(target) as zf:
         entries = [(info, zf.read(info)) for info in zf.infolist()]
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
         for info, data in entries:
             if info.filename == "setup.sh":
-                data = data.rstrip(b"\n") + b"\n" + SETUP_TAIL.encode()
+                data = setup_script(MINIFORGE_VERSION).encode()
+            elif info.filename == "environment.yml":
+                if OTTER_REQUIREMENT.encode() not in data:
+                    raise ShardlabError(f"otter's environment.yml no longer names {OTTER_REQUIREMENT} "
+                                        "(a new otter version?): update publish/otter_export.py")
+                data = data.replace(OTTER_REQUIREMENT.encode(), OTTER_LEAN_REQUIREMENT.encode())
             elif info.filename == "run_autograder":
                 shebang, _, rest = data.partition(b"\n")
                 data = shebang + b"\n" + RUN_PRELUDE.encode() + rest.rstrip(b"\n") + b"\n" + RUN_EPILOGUE.encode()

@@ -167,25 +167,40 @@ def _bind(source_fd_path: str, new_root: str, path: Path, like: str) -> None:
     _mount(None, target, None, _ro_flags(target))
 
 
-def _build_root(new_root: str, sources: dict[Path, int], submission_fd: int | None,
-                filtered: dict[Path, list[tuple[str, int]]]) -> None:
+def _open_source(path: Path) -> tuple[int, str | None]:
+    """What the new root needs of `path`, taken before /tmp is hidden: a
+    symlink's target (a link cannot be bind-mounted: /bin -> usr/bin, a
+    venv's bin/python), else an O_PATH descriptor to bind from."""
+    if os.path.islink(path):
+        return -1, os.readlink(path)
+    return os.open(str(path), os.O_PATH | os.O_NOFOLLOW), None
+
+
+def _place(new_root: str, path: Path, source: tuple[int, str | None]) -> None:
+    """`path` in the new root: the same symlink, or a read-only bind."""
+    fd, link = source
+    if link is not None:
+        target = new_root + str(path)
+        os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
+        os.symlink(link, target)
+    else:
+        _bind(f"/proc/self/fd/{fd}", new_root, path, f"/proc/self/fd/{fd}")
+
+
+def _build_root(new_root: str, sources: dict[Path, tuple[int, str | None]], submission_fd: int | None,
+                filtered: dict[Path, list[tuple[str, tuple[int, str | None]]]]) -> None:
     # the private tmpfs first: an allowed path under /tmp (a checkout's venv)
     # is then bound inside it instead of being hidden by it
     for d, size in (("/tmp", "64m"), ("/dev/shm", "64m")):
         os.makedirs(new_root + d, mode=0o755, exist_ok=True)
         _mount("tmpfs", new_root + d, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={size}")
-    for path, fd in sources.items():
-        if os.path.islink(str(path)):                   # /bin -> usr/bin on merged-/usr systems
-            target = new_root + str(path)
-            os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
-            os.symlink(os.readlink(str(path)), target)
-            continue
-        _bind(f"/proc/self/fd/{fd}", new_root, path, f"/proc/self/fd/{fd}")
+    for path, source in sources.items():
+        _place(new_root, path, source)
     for site, entries in filtered.items():              # the grader's own packages stay outside
         target = new_root + str(site)
         _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
-        for name, fd in entries:
-            _bind(f"/proc/self/fd/{fd}", new_root, site / name, f"/proc/self/fd/{fd}")
+        for name, source in entries:
+            _place(new_root, site / name, source)
         _mount(None, target, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     if submission_fd is not None:
         _bind(f"/proc/self/fd/{submission_fd}", new_root, Path(SUBMISSION), f"/proc/self/fd/{submission_fd}")
@@ -282,10 +297,8 @@ def confine(submission: str | None, keep: tuple[int, ...], namespaces: bool) -> 
         os._exit(137)
     # open everything the root needs in the new mount namespace (a bind source
     # must belong to it), before the tmpfs over /tmp hides what lies there
-    sources = {p: -1 if os.path.islink(p) else os.open(str(p), os.O_PATH | os.O_NOFOLLOW)
-               for p in allowed_paths()}
-    filtered = {d: [(e, os.open(str(d / e), os.O_PATH | os.O_NOFOLLOW)) for e in entries]
-                for d, entries in _filtered_site_dirs().items()}
+    sources = {p: _open_source(p) for p in allowed_paths()}
+    filtered = {d: [(e, _open_source(d / e)) for e in entries] for d, entries in _filtered_site_dirs().items()}
     sub_fd = os.open(submission, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW) if submission else None
     init = os.fork()
     if init:                                            # the caller: waits, mirrors the status

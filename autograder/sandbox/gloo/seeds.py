@@ -10,8 +10,8 @@ other ranks' data reaches it only through collectives, which the trusted
 processes perform and record. The grader computes the expected values with
 the same keyed seed.
 
-The secret is the machine's own (made once, mode 0600, under the user's
-cache folder, so cached reference runs stay valid), or
+The secret is the machine's own (made once, mode 0600, in the grader's
+cache folder, reference/cache.py, so cached reference runs stay valid), or
 SHARDLAB_GRADING_SECRET when set (a batch of graders sharing a cache).
 """
 from __future__ import annotations
@@ -22,10 +22,11 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
+from shardlab.reference.cache import cache_dir
+
 
 def _secret_file() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "shardlab" / "grading-secret"
+    return cache_dir() / "grading-secret"
 
 
 @lru_cache(maxsize=1)

@@ -1,0 +1,323 @@
+"""The autograder zip run the way Gradescope runs it, on this machine, as far
+as a machine without Docker can (needs root and util-linux's `unshare`).
+
+Gradescope (docs/otter-gradescope-notes.md §1, §5, §6) builds an image once
+per zip: the zip unpacked into /autograder/source, then `setup.sh`. Each
+submission then runs in a fresh container of that image: the upload unpacked
+into /autograder/submission, submission_metadata.json beside it, and
+/autograder/run_autograder (a copy of the zip's) started in /autograder; the
+grade is whatever /autograder/results/results.json says.
+
+Here:
+- the *environment* is a scratch venv standing in for otter's conda env: it
+  gets this project's installed packages (hard links, so it costs seconds)
+  except shardlab itself, and then the zip's own pip lines from
+  environment.yml install the zip's shardlab wheel into it, so grading runs
+  the wheel Gradescope would run, without solutions/ or tests/;
+- the *image* is a folder: the zip unpacked and set up by the part of the
+  zip's setup.sh that follows SETUP_TAIL_MARK (permissions, `shardlab walls`,
+  `shardlab warm`), run verbatim with `mamba run -n otter-env` meaning "in the
+  scratch venv"; what comes before it (apt, Miniforge, conda) needs the
+  network or conda and is only simulated (`apt-get install -s`);
+- each *run* happens in a private mount namespace with a fresh tmpfs at
+  /autograder, the image copied in, a fresh HOME, and the zip's own
+  run_autograder with its three conda-activation lines replaced by the
+  scratch venv on PATH (a run fails loudly if those lines change upstream).
+
+What only a real upload can confirm: conda and the Miniforge download, the
+image build itself, whether Gradescope's container allows the jail's
+namespaces and cgroups (README, Gradescope section).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from shardlab.autograder.errors import ShardlabError
+from shardlab.autograder.publish.otter_export import OTTER_ENV_NAME, SETUP_TAIL_MARK
+
+CONDA_LINES = ("export PATH=/root/miniforge3/bin:", 'eval "$(mamba shell hook', f"mamba activate {OTTER_ENV_NAME}")
+# `mamba run -n otter-env CMD...` in setup.sh: CMD in the scratch venv (its bin/ is first on PATH)
+MAMBA_SHIM = f'mamba() {{ if [ "$1 $2 $3" = "run -n {OTTER_ENV_NAME}" ]; then shift 3; "$@"; else return 97; fi; }}'
+RUN_TIMEOUT_SECONDS = 600          # Gradescope's default limit is 10 minutes; otter run has none
+
+
+@dataclass
+class Run:
+    """One replayed grading run."""
+
+    results: dict | None           # results.json, None when the run wrote none
+    log: str                       # run_autograder's stdout and stderr
+    seconds: float
+    peak_cgroup_bytes: int | None  # the run's cgroup memory peak (page cache included), where measurable
+    peak_pss_bytes: int            # the largest sum of PSS over the run's processes, sampled every 20 ms
+
+
+def _namespace(script: str, env: dict[str, str], timeout: float, cgroup: str | None = None):
+    """Run bash `script` in a private mount namespace (the tmpfs at /autograder is its own)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        raise ShardlabError("replaying Gradescope needs root and unshare(1) (util-linux)")
+    os.makedirs("/autograder", exist_ok=True)       # the mount point only; the tmpfs is private
+    cmd = ["unshare", "--mount", "--propagation", "private", "bash", "-c", script]
+
+    def enter_cgroup():
+        if cgroup:
+            with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=enter_cgroup if cgroup else None, start_new_session=True)
+
+
+def _finish(proc, timeout: float) -> str:
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        out, _ = proc.communicate()
+        out += f"\n[replay: killed after {timeout:g} s]"
+    return out
+
+
+def run_autograder_here(text: str, venv: Path) -> str:
+    """The zip's run_autograder with its conda activation replaced by `venv` on PATH."""
+    lines = text.splitlines()
+    conda = [line for line in lines if line.startswith(CONDA_LINES)]
+    if len(conda) != 3:
+        raise ShardlabError(f"otter's run_autograder changed; update CONDA_LINES: {lines}")
+    out = [line for line in lines if line not in conda]
+    out.insert(1, f"export PATH={venv}/bin:$PATH   # replay: the scratch venv stands in for {OTTER_ENV_NAME}")
+    return "\n".join(out) + "\n"
+
+
+def setup_tail(setup_sh: str) -> str:
+    """The part of the zip's setup.sh that runs in the env (after SETUP_TAIL_MARK)."""
+    head, mark, tail = setup_sh.partition(SETUP_TAIL_MARK)
+    if not mark:
+        raise ShardlabError("the zip's setup.sh has no shardlab tail mark")
+    return tail
+
+
+def apt_packages(setup_sh: str) -> list[str]:
+    """The packages of setup.sh's `apt-get install` lines."""
+    pkgs = []
+    for line in setup_sh.splitlines():
+        words = shlex.split(line, comments=True)
+        if words[:2] == ["apt-get", "install"]:
+            pkgs += [w for w in words[2:] if not w.startswith("-")]
+    return pkgs
+
+
+def pip_lines(environment_yml: str) -> list[str]:
+    """The pip section of the zip's environment.yml, as pip arguments."""
+    import yaml
+    deps = yaml.safe_load(environment_yml)["dependencies"]
+    lines = next(d["pip"] for d in deps if isinstance(d, dict) and "pip" in d)
+    return [word for line in lines for word in shlex.split(line)]
+
+
+def make_env(where: Path) -> Path:
+    """A scratch venv holding this project's installed packages except shardlab
+    (hard links into its site-packages), for the zip's pip lines to complete."""
+    project_site = Path(next(p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()))
+    venv = where / "otter-env"
+    subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = venv / "lib" / project_site.parent.name / "site-packages"
+    grader = [e for e in os.listdir(project_site) if "shardlab" in e.lower() or e.startswith("__editable__")]
+    for entry in sorted(set(os.listdir(project_site)) - set(grader)):
+        src, dst = project_site / entry, site / entry
+        if src.is_dir() and not src.is_symlink():
+            done = subprocess.run(["cp", "-al", str(src), str(dst)], capture_output=True, text=True)
+            if done.returncode != 0:          # another file system: copy
+                shutil.copytree(src, dst, symlinks=True, dirs_exist_ok=True)
+        else:
+            try:
+                os.link(src, dst, follow_symlinks=False)
+            except OSError:
+                shutil.copy2(src, dst, follow_symlinks=False)
+    return venv
+
+
+def _script_env(home: Path) -> dict[str, str]:
+    return {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": str(home),
+            "LANG": "C.UTF-8"}
+
+
+def build_image(autograder_zip: Path, venv: Path, image: Path, work: Path,
+                config_text: str | None = None, hide_cgroups: bool = False) -> tuple[int, str]:
+    """Gradescope's image build, replayed: unpack the zip into a fresh
+    /autograder/source, install environment.yml's pip lines into `venv`,
+    run setup.sh's shardlab tail, and keep /autograder/source as `image`.
+    `config_text` replaces the shipped course config (same zip, other
+    course); `hide_cgroups` mounts an empty /sys/fs/cgroup (a machine
+    without per-sandbox cgroups). Returns (setup's exit status, its output)."""
+    with zipfile.ZipFile(autograder_zip) as zf:
+        setup_sh = zf.read("setup.sh").decode()
+        pips = pip_lines(zf.read("environment.yml").decode())
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "tail.sh").write_text("set -euo pipefail\n" + MAMBA_SHIM + "\n" + setup_tail(setup_sh))
+    if config_text is not None:
+        (work / "config.toml").write_text(config_text)
+    home = work / "home"
+    home.mkdir(exist_ok=True)
+    pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--quiet",
+           "--no-input", "--retries", "0", "--timeout", "10", *pips]
+    script = f"""set -e
+mount -t tmpfs -o size=4g tmpfs /autograder
+mkdir -p /autograder/source /autograder/submission /autograder/results
+cd /autograder/source && {shlex.quote(sys.executable)} -m zipfile -e {shlex.quote(str(autograder_zip))} .
+{f"cp {work}/config.toml /autograder/source/shardlab-course.toml" if config_text is not None else ""}
+{"mount -t tmpfs tmpfs /sys/fs/cgroup" if hide_cgroups else ""}
+{shlex.join(pip)}
+export PATH={venv}/bin:$PATH
+cd /autograder/source
+status=0; bash {work}/tail.sh || status=$?
+rm -rf {image} && cp -a /autograder/source {image}
+exit $status
+"""
+    proc = _namespace(script, _script_env(home), RUN_TIMEOUT_SECONDS)
+    log = _finish(proc, RUN_TIMEOUT_SECONDS)
+    return proc.returncode, log
+
+
+def _pss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("Pss:"))
+    except (OSError, StopIteration, ValueError):
+        return 0
+
+
+def _tree(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo += children.get(pid, [])
+    return out
+
+
+def _memory_cgroup() -> str | None:
+    """A fresh memory cgroup (v2 `memory.peak` or v1 `memory.max_usage_in_bytes`) below ours."""
+    candidates = []
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            if controllers == "":
+                candidates.append(("/sys/fs/cgroup/unified" if os.path.isdir("/sys/fs/cgroup/unified")
+                                   else "/sys/fs/cgroup") + path)
+            elif "memory" in controllers.split(","):
+                candidates.insert(0, "/sys/fs/cgroup/memory" + path)
+    for parent in candidates:
+        d = os.path.join(parent, f"shardlab-replay-{os.getpid()}-{os.urandom(3).hex()}")
+        try:
+            os.mkdir(d)
+        except OSError:
+            continue
+        if os.path.exists(os.path.join(d, "memory.peak")) or os.path.exists(
+                os.path.join(d, "memory.max_usage_in_bytes")):
+            return d
+        os.rmdir(d)
+    return None
+
+
+def _cgroup_peak(d: str) -> int | None:
+    for name in ("memory.peak", "memory.max_usage_in_bytes"):
+        try:
+            return int(Path(d, name).read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return None
+
+
+def replay(image: Path, venv: Path, upload: Path, metadata: dict, work: Path) -> Run:
+    """One grading run of `upload` (a folder, as Gradescope unpacks it) in a
+    fresh container of `image`; results.json and what the run cost."""
+    work.mkdir(parents=True, exist_ok=True)
+    with open(image / "run_autograder") as f:
+        (work / "run_autograder").write_text(run_autograder_here(f.read(), venv))
+    (work / "submission_metadata.json").write_text(json.dumps(metadata))
+    home = work / "home"
+    home.mkdir(exist_ok=True)
+    script = f"""set -e
+mount -t tmpfs -o size=2g tmpfs /autograder
+cp -a {image} /autograder/source
+cp -a {upload} /autograder/submission
+mkdir -p /autograder/results
+cp {work}/submission_metadata.json /autograder/
+cp {work}/run_autograder /autograder/run_autograder
+cd /autograder && bash /autograder/run_autograder || true
+cp /autograder/results/results.json {work}/results.json 2>/dev/null || true
+"""
+    (work / "results.json").unlink(missing_ok=True)
+    cgroup = _memory_cgroup()
+    peak_pss = 0
+    start = time.monotonic()
+    proc = _namespace(script, _script_env(home), RUN_TIMEOUT_SECONDS, cgroup)
+    stop = threading.Event()
+
+    def sample():
+        nonlocal peak_pss
+        while not stop.is_set():
+            peak_pss = max(peak_pss, sum(_pss_bytes(p) for p in _tree(proc.pid)))
+            stop.wait(0.02)
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        log = _finish(proc, RUN_TIMEOUT_SECONDS)
+    finally:
+        stop.set()
+        sampler.join()
+    seconds = time.monotonic() - start
+    peak_cgroup = _cgroup_peak(cgroup) if cgroup else None
+    if cgroup:
+        try:
+            os.rmdir(cgroup)
+        except OSError:
+            pass
+    path = work / "results.json"
+    results = json.loads(path.read_text()) if path.is_file() else None
+    return Run(results, log, seconds, peak_cgroup, peak_pss)
+
+
+def gradescope_metadata(users: list[dict], submission_method: str = "upload") -> dict:
+    """submission_metadata.json in Gradescope's documented shape
+    (https://gradescope-autograders.readthedocs.io/en/latest/submission_metadata/)."""
+    return {"id": 123456, "created_at": "2026-11-22T10:00:00.000000-08:00",
+            "assignment": {"due_date": "2026-12-01T23:59:00.000000-08:00", "group_size": 2,
+                           "group_submission": len(users) > 1, "id": 25828, "course_id": 1234,
+                           "late_due_date": None, "release_date": "2026-11-01T00:00:00.000000-07:00",
+                           "title": "Assignment 2", "total_points": "57.0"},
+            "submission_method": submission_method, "users": users, "previous_submissions": []}
+
+
+def unpack_upload(upload_zip: Path, into: Path) -> Path:
+    """Gradescope unpacks an uploaded zip into the submission folder."""
+    into.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(upload_zip) as zf:
+        zf.extractall(into)
+    return into
+
+
+def scratch(prefix: str = ".gradescope-replay-") -> Path:
+    """A scratch folder on the project venv's file system (so hard links work)."""
+    base = Path(sys.prefix).parent
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=base if os.access(base, os.W_OK) else None))
