@@ -1,101 +1,78 @@
-"""The otter zip replayed the way Gradescope runs it, as far as this machine
-can: a private mount namespace with a fresh tmpfs at /autograder, the zip
-unpacked into /autograder/source, the upload unpacked into
-/autograder/submission with Gradescope's submission_metadata.json beside it,
-a fresh HOME, and the zip's own `run_autograder` executed, with this
-project's venv standing in for otter's conda env (the only lines changed are
-the three that activate that env; a test fails if they change upstream).
+"""The otter zip replayed the way Gradescope builds and runs it, as far as
+this machine can (autograder/platforms/gradescope_replay.py): the image built
+from the zip's own environment.yml pip lines and the shardlab part of its
+setup.sh, then each upload graded by the zip's own run_autograder in a
+private tmpfs /autograder with Gradescope's submission_metadata.json and a
+fresh HOME, from the installed wheel (no solutions/, no tests/).
 
-Upload shapes: what students really upload (the starter kit's whole folder
-with its notebook, README and tests/, an extra .py, macOS's __MACOSX/), the
-kit one folder down, and an upload without assignments/, which must still
-give a results.json (0 points, one clear sentence), never a failed run.
+Upload shapes: a GitHub submission of the whole starter kit (its notebook,
+README, tests/ and an extra .py at the top, plus .git/), the kit one folder
+down with macOS's __MACOSX/, and an upload without assignments/, which must
+still give a results.json (0 points, one clear sentence), never a failed
+run. Plus the two ways an image can fail to build: `otter grade`'s Docker
+context, and a machine without the jail's cgroups for a course that
+requires the jail (the instructor's set-up error, never a student's 0).
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
+from shardlab.autograder.platforms import gradescope_replay as replay
+from shardlab.autograder.publish.otter_export import OTTER_GRADE_REFUSAL
 from shardlab.autograder.publish.stubs import SOLUTIONS
 
 pytestmark = [pytest.mark.platform,
               pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
                                  reason="needs root and unshare(1) for a private /autograder")]
 
-CONDA_LINES = ("export PATH=/root/miniforge3/bin:", 'eval "$(mamba shell hook', "mamba activate otter-env")
-RUN_SECONDS = 300            # otter run has no timeout of its own
+ADA = {"email": "ada@example.edu", "id": 42, "name": "Ada Lovelace"}
 
 
-def _run_autograder_here(text: str) -> str:
-    """run_autograder with the conda activation replaced by this venv."""
-    lines = text.splitlines()
-    conda = [line for line in lines if line.startswith(CONDA_LINES)]
-    assert len(conda) == 3, f"otter's run_autograder changed: {lines}"
-    kept = [line for line in lines if line not in conda]
-    runs = [k for k, line in enumerate(kept) if line.startswith("python ")]
-    assert [kept[k].split()[1] for k in runs] == ["/autograder/source/run_otter.py", "-m"], kept
-    for k in runs:                      # otter's run, then shardlab's finalize step
-        kept[k] = sys.executable + kept[k].removeprefix("python")
-    return "\n".join(kept) + "\n"
+@pytest.fixture(scope="module")
+def scratch():
+    where = replay.scratch()
+    yield where
+    shutil.rmtree(where, ignore_errors=True)
 
 
-def _replay(autograder_zip: Path, upload: dict[str, str], tmp: Path) -> dict:
-    """Grade `upload` (path in the upload -> text) as Gradescope would; results.json."""
-    stage = tmp / "stage"
-    (stage / "submission").mkdir(parents=True)
-    for name, text in upload.items():
-        (stage / "submission" / name).parent.mkdir(parents=True, exist_ok=True)
-        (stage / "submission" / name).write_text(text)
-    # Gradescope's documented submission_metadata.json (the fields the grader may read)
-    (stage / "submission_metadata.json").write_text(json.dumps({
-        "id": 123456, "created_at": "2026-11-22T10:00:00.0-08:00", "assignment": {"id": 1, "title": "A2"},
-        "submission_method": "upload", "users": [{"email": "ada@example.edu", "id": 42, "name": "Ada"}],
-        "previous_submissions": []}))
-    with zipfile.ZipFile(autograder_zip) as zf:
-        script = _run_autograder_here(zf.read("run_autograder").decode())
-    (stage / "run_autograder").write_text(script)
-    home = tmp / "home"
-    home.mkdir()
-    inner = f"""set -e
-mount -t tmpfs -o size=2g tmpfs /autograder
-mkdir -p /autograder/source /autograder/results
-cd /autograder/source && {sys.executable} -m zipfile -e {autograder_zip} .
-cp -r {stage}/submission /autograder/submission
-cp {stage}/submission_metadata.json /autograder/
-cp {stage}/run_autograder /autograder/source/run_autograder
-cd /autograder && bash /autograder/source/run_autograder > {tmp}/run.log 2>&1 || true
-cp /autograder/results/results.json {tmp}/results.json 2>/dev/null || true
-"""
-    os.makedirs("/autograder", exist_ok=True)      # the mount point (empty; the tmpfs is private)
-    done = subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c", inner],
-                          env={"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8"},
-                          capture_output=True, text=True, timeout=RUN_SECONDS)
-    assert done.returncode == 0, done.stderr[-2000:]
-    log = (tmp / "run.log").read_text()
-    assert (tmp / "results.json").is_file(), f"no results.json; run_autograder said:\n{log[-3000:]}"
-    return json.loads((tmp / "results.json").read_text())
+@pytest.fixture(scope="module")
+def otter_env(scratch):
+    return replay.make_env(scratch)
 
 
-def _kit_upload(prefix: str = "") -> dict[str, str]:
-    """The starter kit's whole folder with the solutions filled in, as a student zips it."""
+@pytest.fixture(scope="module")
+def image(autograder_zip, otter_env, scratch):
+    status, log = replay.build_image(autograder_zip, otter_env, scratch / "image", scratch / "build")
+    assert status == 0, log[-3000:]
+    return scratch / "image"
+
+
+def _upload(files: dict[str, str], where: Path) -> Path:
+    for name, text in files.items():
+        (where / name).parent.mkdir(parents=True, exist_ok=True)
+        (where / name).write_text(text)
+    return where
+
+
+def _kit(prefix: str = "") -> dict[str, str]:
+    """The starter kit's whole folder with the solutions filled in."""
     files = {f"{prefix}assignments/{p.name}": p.read_text() for p in sorted(SOLUTIONS.glob("*.py"))}
     files[f"{prefix}handout.ipynb"] = json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
     files[f"{prefix}README.md"] = "# my work\n"
     files[f"{prefix}scratch.py"] = "print('my own experiments')\n"
     files[f"{prefix}tests/test_q1_memory.py"] = "def test_nothing():\n    pass\n"
-    files["__MACOSX/._assignments"] = "\x00\x05\x16\x07"
     return files
 
 
 def _graded(results: dict) -> list[dict]:
-    """The scored entries (a summary entry without a score would be skipped)."""
     return [t for t in results["tests"] if "score" in t]
 
 
@@ -103,19 +80,89 @@ def _total(results: dict) -> tuple[float, float]:
     return sum(float(t["score"]) for t in _graded(results)), sum(float(t["max_score"]) for t in _graded(results))
 
 
-@pytest.mark.parametrize("prefix", ["", "my-kit/"], ids=["kit at the top", "kit one folder down"])
-def test_whole_kit_uploads_grade_in_full(autograder_zip, tmp_path, prefix, cfg):
-    results = _replay(autograder_zip, _kit_upload(prefix), tmp_path)
+def test_setup_installs_no_browser_pdf_or_r_toolchain(autograder_zip):
+    with zipfile.ZipFile(autograder_zip) as zf:
+        setup_sh, env = zf.read("setup.sh").decode(), zf.read("environment.yml").decode()
+    for word in ("playwright", "chromium", "texlive", "pandoc", "libgit2", "nb_conda_kernels", "r-base"):
+        assert word not in setup_sh.lower(), word
+    assert replay.apt_packages(setup_sh) == ["wget", "ca-certificates"]
+    assert "otter-grader[grading]==" in env and "plugins" not in env
+    if shutil.which("apt-get"):          # the apt line resolves (simulated: nothing is installed)
+        done = subprocess.run(["apt-get", "install", "-s", "-y", "--no-install-recommends",
+                               *replay.apt_packages(setup_sh)], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-1000:]
+
+
+def test_the_image_is_secured_probed_and_warm(image):
+    cache = image / "shardlab-cache"
+    files = sorted(p.name for p in cache.iterdir())
+    assert "grading-secret" in files and any(f.startswith("fsdp2-") for f in files), files
+    for path in (cache, image / "shardlab-course.toml", *image.glob("shardlab-*.whl")):
+        assert path.stat().st_mode & 0o077 == 0, path
+
+
+def test_otter_grade_cannot_build_the_image_and_says_so_in_one_line(autograder_zip, tmp_path):
+    """otter grade's Dockerfile runs setup.sh with only setup.sh, environment.yml
+    and requirements.* in /autograder/source: the guard stops before apt."""
+    with zipfile.ZipFile(autograder_zip) as zf:
+        context = {n: zf.read(n) for n in ("setup.sh", "environment.yml")}
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "apt-get").write_text(f"#!/bin/sh\ntouch {tmp_path}/apt-ran\n")
+    (tmp_path / "bin" / "apt-get").chmod(0o755)
+    for name, data in context.items():
+        (tmp_path / name).write_bytes(data)
+    script = f"""mount -t tmpfs tmpfs /autograder && mkdir -p /autograder/source
+cp {tmp_path}/setup.sh {tmp_path}/environment.yml /autograder/source/
+cd /autograder/source && bash setup.sh"""
+    done = subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c", script],
+                          env={"PATH": f"{tmp_path}/bin:/usr/bin:/bin"}, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.strip() == OTTER_GRADE_REFUSAL
+    assert not (tmp_path / "apt-ran").exists()
+
+
+def test_a_machine_without_the_jail_fails_the_image_build_not_the_students(autograder_zip, otter_env, tmp_path):
+    """A course that requires the jail, on a machine without cgroups: the
+    build stops with one line that blames the set-up; no image, no grades."""
+    with zipfile.ZipFile(autograder_zip) as zf:
+        config = zf.read("shardlab-course.toml").decode()
+    config = re.sub(r"(?m)^require_jail = false", "require_jail = true", config)
+    assert "require_jail = true" in config
+    status, log = replay.build_image(autograder_zip, otter_env, tmp_path / "image", tmp_path / "build",
+                                     config_text=config, hide_cgroups=True)
+    assert status != 0
+    refusal = [line for line in log.splitlines() if line.startswith("error: grading refused")]
+    assert len(refusal) == 1, log[-2000:]
+    assert "no per-sandbox cgroup" in refusal[0] and "not a submission's" in refusal[0]
+    assert not list((tmp_path / "image" / "shardlab-cache").glob("fsdp2-*"))     # stopped before warming
+
+
+@pytest.mark.parametrize("shape", ["github, kit at the top", "upload, kit one folder down"])
+def test_whole_kit_submissions_grade_in_full(image, otter_env, tmp_path, shape):
+    if shape.startswith("github"):
+        files = {**_kit(), ".git/HEAD": "ref: refs/heads/main\n", ".git/config": "[core]\n"}
+        metadata = replay.gradescope_metadata([ADA], submission_method="GitHub")
+    else:
+        files = {**_kit("my-kit/"), "__MACOSX/._assignments": "\x00\x05\x16\x07"}
+        metadata = replay.gradescope_metadata([ADA])
+    cache_before = sorted(p.name for p in (image / "shardlab-cache").iterdir())
+    run = replay.replay(image, otter_env, _upload(files, tmp_path / "upload"), metadata, tmp_path / "run")
+    assert run.results is not None, run.log[-3000:]
+    results = run.results
     failing = [t["name"] for t in _graded(results) if float(t["score"]) < float(t["max_score"])]
     assert failing == [], [t.get("output", "")[:300] for t in _graded(results) if t["name"] in failing]
     # docs/spec.md's points: Q1 14, Q2 18 plus the 1-point bonus 2.11, Q3 12 (3.7 is by hand), Q4 13
     assert [float(t["max_score"]) for t in _graded(results)] == [14, 18, 12, 13]
     assert _total(results) == (58, 57)              # the bonus is extra credit on Gradescope's 57
     assert [t["name"] for t in results["tests"]] == [t["name"] for t in _graded(results)]   # no summary entry
+    assert run.cache_after == cache_before          # started warm: nothing had to be computed and cached
 
 
-def test_an_upload_without_assignments_scores_zero_with_one_sentence(autograder_zip, tmp_path):
-    results = _replay(autograder_zip, {"handout.ipynb": "{}", "notes.py": "x = 1\n"}, tmp_path)
-    assert _graded(results) and _total(results)[0] == 0
-    assert all("holds no assignments/ folder" in t.get("output", "") for t in _graded(results)), \
-        _graded(results)[0].get("output")
+def test_an_upload_without_assignments_scores_zero_with_one_sentence(image, otter_env, tmp_path):
+    upload = _upload({"handout.ipynb": "{}", "notes.py": "x = 1\n"}, tmp_path / "upload")
+    run = replay.replay(image, otter_env, upload, replay.gradescope_metadata([ADA]), tmp_path / "run")
+    assert run.results is not None, run.log[-3000:]
+    assert _graded(run.results) and _total(run.results)[0] == 0
+    assert all("holds no assignments/ folder" in t.get("output", "") for t in _graded(run.results)), \
+        _graded(run.results)[0].get("output")

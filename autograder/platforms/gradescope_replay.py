@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shardlab.autograder.errors import ShardlabError
-from shardlab.autograder.publish.otter_export import OTTER_ENV_NAME, SETUP_TAIL_MARK
+from shardlab.autograder.publish.otter_export import CACHE_DIR, OTTER_ENV_NAME, SETUP_TAIL_MARK
 
 CONDA_LINES = ("export PATH=/root/miniforge3/bin:", 'eval "$(mamba shell hook', f"mamba activate {OTTER_ENV_NAME}")
 # `mamba run -n otter-env CMD...` in setup.sh: CMD in the scratch venv (its bin/ is first on PATH)
@@ -61,6 +61,7 @@ class Run:
     seconds: float
     peak_cgroup_bytes: int | None  # the run's cgroup memory peak (page cache included), where measurable
     peak_pss_bytes: int            # the largest sum of PSS over the run's processes, sampled every 20 ms
+    cache_after: list[str]         # the files of the image's shardlab cache when the run ended
 
 
 def _namespace(script: str, env: dict[str, str], timeout: float, cgroup: str | None = None):
@@ -111,6 +112,8 @@ def apt_packages(setup_sh: str) -> list[str]:
     """The packages of setup.sh's `apt-get install` lines."""
     pkgs = []
     for line in setup_sh.splitlines():
+        if not line.startswith("apt-get install"):
+            continue
         words = shlex.split(line, comments=True)
         if words[:2] == ["apt-get", "install"]:
             pkgs += [w for w in words[2:] if not w.startswith("-")]
@@ -266,6 +269,7 @@ cp {work}/submission_metadata.json /autograder/
 cp {work}/run_autograder /autograder/run_autograder
 cd /autograder && bash /autograder/run_autograder || true
 cp /autograder/results/results.json {work}/results.json 2>/dev/null || true
+ls -A {CACHE_DIR} > {work}/cache-after.txt 2>/dev/null || true
 """
     (work / "results.json").unlink(missing_ok=True)
     cgroup = _memory_cgroup()
@@ -295,7 +299,9 @@ cp /autograder/results/results.json {work}/results.json 2>/dev/null || true
             pass
     path = work / "results.json"
     results = json.loads(path.read_text()) if path.is_file() else None
-    return Run(results, log, seconds, peak_cgroup, peak_pss)
+    listing = work / "cache-after.txt"
+    cache_after = listing.read_text().split() if listing.is_file() else []
+    return Run(results, log, seconds, peak_cgroup, peak_pss, cache_after)
 
 
 def gradescope_metadata(users: list[dict], submission_method: str = "upload") -> dict:
