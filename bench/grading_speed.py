@@ -14,12 +14,13 @@ the benchmark measures that steady state.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from shardlab.autograder.bench.memory import PeakSampler
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -37,49 +38,17 @@ print(" ".join(f"{i}={r.score:g}/{r.max_score:g}" for i, r in results.items()))
 """
 
 
-def _pss_kb(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def _tree(root: int) -> list[int]:
-    """root and all its descendants (ranks are grandchildren: fork server -> ranks)."""
-    children: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            ppid = int(open(f"/proc/{name}/stat").read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(name))
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(children.get(pid, []))
-    return out
-
-
 def timed(cmd: list[str], sample_memory: bool = False) -> tuple[float, int, int, str]:
     """(wall seconds, peak summed PSS in bytes, peak process count, stdout)."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=REPO)
-    peak, peak_procs = 0, 0
-    while proc.poll() is None:
-        if sample_memory:
-            pids = _tree(proc.pid)
-            peak = max(peak, sum(_pss_kb(p) for p in pids) * 1024)
-            peak_procs = max(peak_procs, len(pids))
-        time.sleep(0.02)
+    sampler = PeakSampler().start(proc.pid) if sample_memory else None
+    out = proc.communicate()[0].decode()
     seconds = time.perf_counter() - start
-    return seconds, peak, peak_procs, proc.stdout.read().decode()
+    if sampler:
+        sampler.stop()
+        return seconds, sampler.peak_bytes, sampler.peak_processes, out
+    return seconds, 0, 0, out
 
 
 def main() -> None:

@@ -37,12 +37,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from shardlab.autograder.bench.memory import PeakSampler
 from shardlab.autograder.errors import ShardlabError
 from shardlab.autograder.publish.otter_export import CACHE_DIR, OTTER_ENV_NAME, SETUP_TAIL_MARK
 
@@ -192,32 +192,6 @@ exit $status
     return proc.returncode, log
 
 
-def _pss_bytes(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("Pss:"))
-    except (OSError, StopIteration, ValueError):
-        return 0
-
-
-def _tree(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo += children.get(pid, [])
-    return out
-
-
 def _memory_cgroup() -> str | None:
     """A fresh memory cgroup (v2 `memory.peak` or v1 `memory.max_usage_in_bytes`) below ours."""
     candidates = []
@@ -273,23 +247,13 @@ ls -A {CACHE_DIR} > {work}/cache-after.txt 2>/dev/null || true
 """
     (work / "results.json").unlink(missing_ok=True)
     cgroup = _memory_cgroup()
-    peak_pss = 0
     start = time.monotonic()
     proc = _namespace(script, _script_env(home), RUN_TIMEOUT_SECONDS, cgroup)
-    stop = threading.Event()
-
-    def sample():
-        nonlocal peak_pss
-        while not stop.is_set():
-            peak_pss = max(peak_pss, sum(_pss_bytes(p) for p in _tree(proc.pid)))
-            stop.wait(0.02)
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
+    sampler = PeakSampler().start(proc.pid)
     try:
         log = _finish(proc, RUN_TIMEOUT_SECONDS)
     finally:
-        stop.set()
-        sampler.join()
+        sampler.stop()
     seconds = time.monotonic() - start
     peak_cgroup = _cgroup_peak(cgroup) if cgroup else None
     if cgroup:
@@ -301,7 +265,7 @@ ls -A {CACHE_DIR} > {work}/cache-after.txt 2>/dev/null || true
     results = json.loads(path.read_text()) if path.is_file() else None
     listing = work / "cache-after.txt"
     cache_after = listing.read_text().split() if listing.is_file() else []
-    return Run(results, log, seconds, peak_cgroup, peak_pss, cache_after)
+    return Run(results, log, seconds, peak_cgroup, sampler.peak_bytes, cache_after)
 
 
 def gradescope_metadata(users: list[dict], submission_method: str = "upload") -> dict:
