@@ -56,24 +56,44 @@ def cli():
 
 
 @cli.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per submission.")
 @click.option("--jobs", "-j", type=click.IntRange(1, 64), default=2, show_default=True,
               help="Submissions graded at once (with --out).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False),
               help="Batch mode: write gradebook.csv, results/*.json and feedback/*.md here.")
 @click.option("--resume", is_flag=True, help="With --out: skip submissions already graded.")
+@click.option("--gradescope-export", "export_path", type=click.Path(),
+              help="Regrade a class: Gradescope's 'Export Submissions' zip (or its unpacked folder) "
+                   "instead of PATHs; needs --out, and also writes gradescope_scores.csv there.")
 @config_option
-def grade(paths, as_json, jobs, out_dir, resume, config_path):
+def grade(paths, as_json, jobs, out_dir, resume, export_path, config_path):
     """Grade submissions: folders or zips holding assignments/."""
+    from shardlab.autograder.platforms.gradescope_export import is_export
     from shardlab.autograder.sandbox.walls import required_walls
+    if export_path and paths:
+        raise ShardlabError("give submission PATHs or --gradescope-export ARCHIVE, not both")
+    if export_path and not out_dir:
+        raise ShardlabError("--gradescope-export needs --out DIR (the results and gradescope_scores.csv go there)")
+    if not export_path and not paths:
+        raise ShardlabError("nothing to grade: give submission PATHs (or --gradescope-export ARCHIVE --out DIR)")
+    if out_dir and len(paths) == 1 and is_export(paths[0]):
+        raise _export_given_as_path(paths[0])
     cfg = _config(config_path)
     required_walls(cfg)          # refuse before grading anything when the course requires the jail
+    if export_path:
+        _grade_export(export_path, Path(out_dir), config_path, jobs, resume, as_json)
+        return
     if out_dir:
         _grade_batch(list(paths), Path(out_dir), config_path, jobs, resume, as_json)
         return
     from shardlab.autograder.engine.grading import grade_path
-    reports = [grade_path(p, cfg) for p in paths]
+    try:
+        reports = [grade_path(p, cfg) for p in paths]
+    except ShardlabError:
+        if len(paths) == 1 and is_export(paths[0]):      # only once it is no submission
+            raise _export_given_as_path(paths[0]) from None
+        raise
     if as_json:
         for r in reports:
             click.echo(json.dumps(r.to_dict()))
@@ -91,6 +111,11 @@ def grade(paths, as_json, jobs, out_dir, resume, config_path):
     console.print(score_table(reports))
 
 
+def _export_given_as_path(path) -> ShardlabError:
+    return ShardlabError(f"{path} is a Gradescope 'Export Submissions' archive, a whole class: regrade it "
+                         f"with `shardlab grade --gradescope-export {path} --out DIR`")
+
+
 def _print_grading_notes(name: str, walls: str, internal_errors: list[dict]) -> None:
     """What the instructor must know beyond the scores: the walls the code ran
     in, and the parts the grader (not the student) failed on."""
@@ -100,10 +125,11 @@ def _print_grading_notes(name: str, walls: str, internal_errors: list[dict]) -> 
                       f"{', '.join(e['part'] for e in internal_errors)}: regrade them[/]", highlight=False)
 
 
-def _grade_batch(paths, out: Path, config_path, jobs, resume, as_json) -> None:
+def _grade_batch(paths, out: Path, config_path, jobs, resume, as_json, annotations=None,
+                 refused=None) -> dict[str, dict]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from shardlab.autograder.platforms.batch import grade_many
-    missing = [p for p in paths if not Path(p).exists()]
+    missing = [p for p in paths if not Path(p).exists() and p not in (refused or {})]
     if missing:
         raise ShardlabError(f"no such file or folder: {missing[0]}")
     errors, regrade = [], []
@@ -124,7 +150,7 @@ def _grade_batch(paths, out: Path, config_path, jobs, resume, as_json) -> None:
                     shown += (" [red](internal error in the grader, parts "
                               f"{', '.join(e['part'] for e in report['internal_errors'])}: regrade)[/]")
                 progress.console.print(f"{name}: {shown}", highlight=False)
-        results = grade_many(paths, out, config_path, jobs, resume, on_result)
+        results = grade_many(paths, out, config_path, jobs, resume, on_result, annotations, refused)
     if as_json:
         for name in sorted(results):
             click.echo(json.dumps({"name": name, **results[name]}))
@@ -135,6 +161,27 @@ def _grade_batch(paths, out: Path, config_path, jobs, resume, as_json) -> None:
             console.print(f"[red]{len(regrade)} submission(s) with internal errors in the grader (not the "
                           f"students'): see the gradebook's internal_errors column and regrade them[/]",
                           highlight=False)
+    return results
+
+
+def _grade_export(export_path, out: Path, config_path, jobs, resume, as_json) -> None:
+    """A class from Gradescope's export: batch grading, then gradescope_scores.csv
+    (platforms/gradescope_export.py)."""
+    from shardlab.autograder.platforms.batch import submission_names, write_atomic
+    from shardlab.autograder.platforms.gradescope_export import SCORES_FILE, open_export, scores_csv
+    with open_export(export_path, out) as export:
+        paths = [export.paths[s.key] for s in export.submissions]
+        results = _grade_batch(paths, out, config_path, jobs, resume, as_json, export.records(), export.refused)
+        names = submission_names(paths)
+        by_key = {s.key: results.get(names[export.paths[s.key]]) for s in export.submissions}
+    text, unscored = scores_csv(export.submissions, by_key)
+    write_atomic(out / SCORES_FILE, text)
+    students = sum(len(s.submitters) for s in export.submissions)
+    shown = ", ".join(unscored[:10]) + (f" and {len(unscored) - 10} more" if len(unscored) > 10 else "")
+    message = (f"wrote {out / SCORES_FILE} ({students} students, {len(export.submissions)} submissions"
+               + (f"; no score for {len(unscored)}: {shown} (see gradebook.csv, then regrade them)"
+                  if unscored else "") + ")")
+    click.echo(message, err=as_json)
 
 
 @cli.command()
@@ -206,7 +253,10 @@ def _build_all(cfg, config_path, out: Path, roster=None) -> None:
         console.print(f"wrote {path}", highlight=False)
     if students:
         console.print(f"wrote {len(students)} files under {out / 'students'}", highlight=False)
-    console.print(f"wrote {build_autograder(cfg, config_text(config_path), out)}", highlight=False)
+    from shardlab.autograder.platforms.gradescope_export import autograder_digest
+    zip_path = build_autograder(cfg, config_text(config_path), out)
+    console.print(f"wrote {zip_path} (autograder_zip_sha256 {autograder_digest(zip_path)}: every "
+                  "Gradescope report.json it makes carries it)", highlight=False)
     console.print(f"Gradescope: set the assignment's autograder points to {gradescope_points(cfg)} "
                   "(a bonus earned shows as extra credit)", highlight=False)
 

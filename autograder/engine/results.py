@@ -4,10 +4,44 @@ crosses process boundaries as JSON (`shardlab grade --json`, batch grading,
 the otter runtime) and every front end reads the same fields."""
 from __future__ import annotations
 
+import functools
+import os
+import subprocess
 from dataclasses import asdict, dataclass, field
+from importlib import metadata
+
+from shardlab.autograder import content
 
 INTERNAL_ERROR = "internal-error"
 """A PartResult's status when the grader failed on the part, not the student."""
+
+
+@functools.cache
+def grader_version() -> str:
+    """The grader that made a report: shardlab's installed version, plus, when
+    it runs from a git checkout, the commit (`0.1.0+git.<12 hex>`) and
+    `.dirty` when tracked files differ from it. Every report carries it
+    (batch results, `shardlab grade --json`, the otter report.json), so a
+    regrade after a fix can be told from the grading it replaces. Looked up
+    once per process; without git, or outside a checkout, the version alone."""
+    try:
+        version = metadata.version("shardlab")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    repo = content.repository()
+    if repo is None or not (repo / ".git").exists():
+        return version
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}     # never take the index lock (a concurrent git)
+    try:
+        head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, timeout=5, env=env)
+        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5, env=env)
+    except (OSError, subprocess.SubprocessError):
+        return version
+    if head.returncode != 0 or dirty.returncode != 0:
+        return version
+    return f"{version}+git.{head.stdout.strip()[:12]}" + (".dirty" if dirty.stdout.strip() else "")
 
 
 @dataclass
@@ -46,8 +80,9 @@ class QuestionResult:
 class Report:
     """The grade of one submission: its label (path), totals, the questions,
     what the student's code printed (capped, and the bytes it tried to
-    print), the walls it ran in (sandbox/walls.py) and the parts the grader
-    itself failed on ([{part, error}]: regrade these)."""
+    print), the walls it ran in (sandbox/walls.py), the parts the grader
+    itself failed on ([{part, error}]: regrade these) and the grader that
+    made it (grader_version())."""
 
     submission: str
     score: float
@@ -57,6 +92,7 @@ class Report:
     output_bytes: int = 0
     walls: str = ""
     internal_errors: list[dict] = field(default_factory=list)
+    grader_version: str = field(default_factory=grader_version)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -11,6 +11,14 @@ Parts the grader itself failed on (autograder/engine/grading.py, "no false zeros
 are listed in the gradebook's `internal_errors` column and at the top of the
 student's feedback, so the instructor can regrade them; each feedback file
 also says which walls isolated the student's code.
+
+Every record carries `grader_version` (engine/results.grader_version: the
+grader's version and git commit), error records included, and the gradebook
+has a column for it and for `autograder_zip_sha256` (set only by a grading
+inside the otter zip), so a regrade after a fix can be told from the grading
+it replaces. A record whose submission the grader refused as not gradable
+(exit status 2: no assignments/, a link, too big) has `refused: true`;
+platforms/gradescope_export.py scores those 0, as Gradescope did.
 """
 from __future__ import annotations
 
@@ -23,6 +31,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
+from shardlab.autograder.engine.results import grader_version
 from shardlab.autograder.sandbox import untrusted
 
 GRADE_TIMEOUT_SECONDS = 900
@@ -64,8 +73,9 @@ def grade_in_subprocess(path: str, config_path: str | None) -> dict:
         except (ValueError, IndexError):
             pass
     err = (done.stderr.strip().splitlines() or ["no output"])[-1]
+    refused = done.returncode == 2      # bad input (not a submission): retrying cannot help
     return {"status": "error", "error": f"the grader exited with status {done.returncode}: {err[:300]}",
-            "retry": done.returncode != 2}   # 2 is bad input (not a submission): retrying cannot help
+            "retry": not refused, "refused": refused}
 
 
 def feedback_markdown(name: str, report: dict) -> str:
@@ -88,8 +98,9 @@ def feedback_markdown(name: str, report: dict) -> str:
 
 
 def gradebook_csv(results: dict[str, dict]) -> str:
-    """One row per submission, one column per part, plus total, status, and
-    the parts to regrade because the grader failed on them (internal_errors)."""
+    """One row per submission, one column per part, plus total, status, the
+    parts to regrade because the grader failed on them (internal_errors), and
+    which grader graded it (grader_version, autograder_zip_sha256)."""
     part_ids = []
     for r in results.values():
         for q in r.get("questions", []):
@@ -98,20 +109,26 @@ def gradebook_csv(results: dict[str, dict]) -> str:
                     part_ids.append(p["id"])
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(["submission", *part_ids, "total", "max_score", "status", "error", "internal_errors"])
+    w.writerow(["submission", *part_ids, "total", "max_score", "status", "error", "internal_errors",
+                "grader_version", "autograder_zip_sha256"])
     for name in sorted(results):
         r = results[name]
         scores = {p["id"]: f"{p['score']:g}" for q in r.get("questions", []) for p in q["parts"]}
         total = (f"{r['score']:g}", f"{r['max_score']:g}") if r["status"] == "ok" else ("", "")
         regrade = " ".join(e["part"] for e in r.get("internal_errors", []))
         w.writerow([name, *[scores.get(i, "") for i in part_ids], *total, r["status"], r.get("error", ""),
-                    regrade])
+                    regrade, r.get("grader_version", ""), r.get("autograder_zip_sha256") or ""])
     return buf.getvalue()
 
 
 def grade_many(paths: list[str], out: Path, config_path: str | None, jobs: int = 2,
-               resume: bool = False, on_result=None) -> dict[str, dict]:
-    """Grade every path into `out`; returns {name: report or error record}."""
+               resume: bool = False, on_result=None, annotations: dict[str, dict] | None = None,
+               refused: dict[str, str] | None = None) -> dict[str, dict]:
+    """Grade every path into `out`; returns {name: report or error record}.
+
+    annotations: {path: fields} added to that path's record (the Gradescope
+    export's submitters, for one); refused: {path: reason} recorded as a
+    refused submission without grading it (a front end that already knows)."""
     results_dir, feedback_dir = out / "results", out / "feedback"
     results_dir.mkdir(parents=True, exist_ok=True)
     feedback_dir.mkdir(parents=True, exist_ok=True)
@@ -128,11 +145,16 @@ def grade_many(paths: list[str], out: Path, config_path: str | None, jobs: int =
             todo.append(path)
 
     def attempt(path: str) -> dict:
-        for _ in range(ATTEMPTS):
-            report = grade_in_subprocess(path, config_path)
-            if not report.pop("retry", False):
-                break
+        if refused and path in refused:
+            report = {"status": "error", "error": refused[path], "refused": True}
+        else:
+            for _ in range(ATTEMPTS):
+                report = grade_in_subprocess(path, config_path)
+                if not report.pop("retry", False):
+                    break
         report["submission"] = path
+        report.setdefault("grader_version", grader_version())   # error records too: every result says who
+        report.update((annotations or {}).get(path, {}))
         return report
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:

@@ -104,6 +104,8 @@ def graded(handle: dict) -> dict:
             report = {"error": str(exc)}
         except Exception as exc:   # a shardlab bug: every case says so; grade only once anyway
             report = {"error": f"shardlab internal error: {type(exc).__name__}: {exc}"}
+        from shardlab.autograder.platforms.gradescope_export import zip_stamp
+        report.update(zip_stamp(Path(handle["config"]).parent))   # which grader, which zip (source/)
         out = Path(handle["report"])
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_suffix(".tmp")

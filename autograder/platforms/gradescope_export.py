@@ -1,0 +1,466 @@
+"""Re-grading a class from Gradescope: `shardlab grade --gradescope-export
+ARCHIVE --out DIR` reads Gradescope's "Export Submissions" archive, grades
+every submission with platforms/batch.py, and writes DIR/gradescope_scores.csv
+(one row per student). It also holds the digest that ties a grading inside
+the otter zip to the autograder zip it ran from (`autograder_zip_sha256`).
+
+What the archive holds. Gradescope documents the autograder's own files
+(https://gradescope-autograders.readthedocs.io/en/latest/submission_metadata/
+describes /autograder/submission_metadata.json, a JSON file with `users`
+[{email, id, name}] and no student id), but not the export. Its layout here
+comes from public code that reads real exports:
+
+- The zip has one top-level folder, `assignment_<assignment id>_export/`,
+  holding `submission_metadata.yml` and one folder `submission_<submission
+  id>/` per submission, with the files the student handed in. This was
+  observed on a live export and recorded in itsgeagle/provenance-gradescope-gateway,
+  docs/superpowers/specs/2026-07-13-gradescope-download-design.md ("ZIP
+  shape"). Its tests also add macOS's `__MACOSX/` entries beside that folder.
+- `submission_metadata.yml` is Ruby-flavoured YAML whose keys are Ruby
+  symbols written with a leading colon. An export that someone committed,
+  sjinang/temp0 at submission_metadata.yml (commit e00c0ec9), has one
+  top-level key per folder, `submission_<id>:`. Each holds `:submitters:`,
+  a list of `{:name:, :sid:, :email:}` that names every member of a group,
+  with `:sid:` a quoted string keeping its leading zeros. It also holds
+  `:created_at:` (`2023-12-02 02:52:07.938335000 Z`), `:score:` (a float),
+  `:status:`, `:results:` (the autograder's results.json, with plain keys)
+  and `:history:`, the earlier submissions, each with its own `:id:` and an
+  empty `:submitters:` list.
+- otter-grader's parser for these exports, ucbds-infra/otter-grader at
+  otter/grade/metadata.py (`GradescopeParser`), reads the same file with
+  `yaml.safe_load`. It treats each key as the folder of that submission's
+  files and walks `metadata[folder][":submitters"]` for the group's members.
+
+None of this was checked against a live export from this machine.
+`parse_metadata` therefore checks the file's shape and refuses anything
+else with one line.
+
+Grading. A zip export is split into one zip per submission (in a temporary
+folder under DIR, removed afterwards), and an unpacked folder is graded in
+place. Each submission then goes through batch.grade_many like any upload,
+so open_submission applies the same size, path and link checks as it does
+for a single upload. The name of each result is its folder's name,
+`submission_<id>`, and it carries the Gradescope submission it came from:
+its id, submitters, time, Gradescope's own score and the export's sha256.
+
+The scores CSV. Gradescope's help pages found here do not describe a CSV
+upload of scores into a programming assignment, so the format below could
+not be checked against an importer. It copies the first columns of
+Gradescope's own per-assignment "Download Grades" CSV. Live captures of that
+CSV (Yuanpeng-Li/gradescope-mcp, tests/test_lms_export.py) list "First
+Name", "Last Name", "SID", "Email", "Total Score", "Max Points", "Status",
+"Submission ID", "Submission Time", ... The metadata gives only the full
+name, so this file writes one "Name" column in place of the first and last
+names: Name, SID, Email, Total Score, Max Points, Status and Submission ID,
+with one row for every member of a group. A submission gets no score (blank
+Total Score, Status "Ungraded") when the grader failed on it: a timeout, a
+crash, or an internal error in any part. In those cases the student is not
+given a wrong number; such submissions are listed for a regrade. A
+submission the grader refused as not gradable (no assignments/ folder, a
+link, too big) scores 0, as it did on Gradescope.
+
+The autograder zip's digest. The zip cannot hold its own hash, and
+Gradescope keeps only its unpacked copy, /autograder/source. So
+`autograder_zip_sha256` is a digest of the zip's contents, not of its
+bytes: a sha256 over the sorted (member name, sha256 of the member) pairs of
+the files that make up an otter zip (AUTOGRADER_FILES). It is the same
+whether computed from autograder.zip (`shardlab build` prints it) or from
+/autograder/source at grading time. There, what setup.sh adds, such as
+mamba_install.sh or the shardlab-cache/ folder, is not counted. The otter
+report.json carries this digest, so a Gradescope result names the
+autograder zip that made it.
+"""
+from __future__ import annotations
+
+import contextlib
+import csv
+import fnmatch
+import hashlib
+import io
+import os
+import re
+import shutil
+import stat
+import tempfile
+import zipfile
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Iterator
+
+import yaml
+
+from shardlab.autograder.engine.results import grader_version
+from shardlab.autograder.engine.submission import MAX_UNPACKED_BYTES, MAX_ZIP_MEMBERS
+from shardlab.autograder.errors import ShardlabError
+from shardlab.autograder.sandbox.untrusted import one_line
+
+METADATA = "submission_metadata.yml"
+SUBMISSION_KEY = re.compile(r"submission_([A-Za-z0-9_-]+)")
+SCORES_FILE = "gradescope_scores.csv"
+SCORE_COLUMNS = ("Name", "SID", "Email", "Total Score", "Max Points", "Status", "Submission ID")
+NOISE = ("__MACOSX", ".")              # macOS's resource forks, hidden files: never an export's own
+
+# what an otter autograder zip holds (publish/otter_export.py), counted in autograder_zip_sha256: these
+# files at its top and everything under these folders; nothing setup.sh adds to /autograder/source
+# (mamba_install.sh, the shardlab-cache/ folder `shardlab warm` fills)
+AUTOGRADER_FILES = ("run_autograder", "run_otter.py", "setup.sh", "environment.yml", "otter_config.json",
+                    "requirements.*", "shardlab-*.whl", "shardlab-*.toml")
+AUTOGRADER_TREES = ("tests", "files")
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@dataclass(frozen=True)
+class Submitter:
+    """One student of a submission, as the export names them ("" when absent)."""
+
+    name: str
+    sid: str
+    email: str
+
+
+@dataclass(frozen=True)
+class ExportedSubmission:
+    """One entry of submission_metadata.yml: `key` is its folder
+    (`submission_<id>`), `score` Gradescope's score for it (None if absent)."""
+
+    key: str
+    id: str
+    submitters: tuple[Submitter, ...]
+    created_at: str = ""
+    score: float | None = None
+
+    def record(self, label: str, export_sha256: str | None) -> dict:
+        """What its result carries about where it came from (`label`: where it is in the export)."""
+        return {"submission": label,
+                "gradescope": {"submission_id": self.id, "created_at": self.created_at,
+                               "submitters": [vars(s) for s in self.submitters],
+                               "gradescope_score": self.score, "export_sha256": export_sha256}}
+
+
+@dataclass
+class Export:
+    """An opened export: its submissions, the path to grade for each and
+    where that is in the export (both by key), those refused before grading
+    ({path: reason}), and the sha256 of the archive (a zip; None for an
+    unpacked folder)."""
+
+    submissions: list[ExportedSubmission]
+    paths: dict[str, str]
+    labels: dict[str, str]
+    refused: dict[str, str] = field(default_factory=dict)
+    sha256: str | None = None
+
+    def records(self) -> dict[str, dict]:
+        """{path to grade: what its result carries about the export} (batch.grade_many's annotations)."""
+        return {self.paths[s.key]: s.record(self.labels[s.key], self.sha256) for s in self.submissions}
+
+
+# ---- submission_metadata.yml ----
+
+def _text(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return str(value)
+    raise ValueError(f"expected text, found {type(value).__name__}")
+
+
+def _submitter(entry, where: str) -> Submitter:
+    if not isinstance(entry, dict):
+        raise ShardlabError(f"{where}: a submitter is not a mapping of :name:, :sid:, :email:")
+    try:
+        found = Submitter(_text(entry.get(":name")), _text(entry.get(":sid")), _text(entry.get(":email")))
+    except ValueError as exc:
+        raise ShardlabError(f"{where}: a submitter's :name:, :sid: or :email: is not text ({exc})") from None
+    if not (found.name or found.sid or found.email):
+        raise ShardlabError(f"{where}: a submitter has no :name:, :sid: or :email:")
+    return found
+
+
+def parse_metadata(text: str, shown: str) -> list[ExportedSubmission]:
+    """The submissions of a submission_metadata.yml, in the file's order;
+    ShardlabError (one line) for anything not shaped like Gradescope's."""
+    try:
+        data = yaml.load(text, Loader=_YAML_LOADER)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        why = getattr(exc, "problem", None) or type(exc).__name__
+        raise ShardlabError(f"{shown}: {METADATA} is not valid YAML{where}: {one_line(str(why), 200)}") from None
+    if not isinstance(data, dict) or not data:
+        raise ShardlabError(f"{shown}: {METADATA} holds no submissions (expected `submission_<id>:` entries "
+                            "as Gradescope's 'Export Submissions' writes them)")
+    found, seen = [], {}
+    for key, entry in data.items():
+        m = SUBMISSION_KEY.fullmatch(key) if isinstance(key, str) else None
+        if m is None:
+            raise ShardlabError(f"{shown}: unexpected entry {one_line(repr(key), 80)} in {METADATA} "
+                                "(expected submission_<id>)")
+        where = f"{shown}: {key} in {METADATA}"
+        if not isinstance(entry, dict) or not isinstance(entry.get(":submitters"), list):
+            raise ShardlabError(f"{where} has no :submitters: list")
+        submitters = tuple(_submitter(s, where) for s in entry[":submitters"])
+        score = entry.get(":score")
+        if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
+            raise ShardlabError(f"{where}: :score: is not a number")
+        try:
+            created = _text(entry.get(":created_at"))
+        except ValueError:
+            raise ShardlabError(f"{where}: :created_at: is not a time") from None
+        for s in submitters:          # one active submission per student: two would give two scores
+            who = (s.email or s.sid or s.name).lower()
+            if who in seen:
+                raise ShardlabError(f"{shown}: {one_line(s.email or s.sid or s.name, 80)} is a submitter "
+                                    f"of both {seen[who]} and {key} in {METADATA}")
+            seen[who] = key
+        found.append(ExportedSubmission(key, m.group(1), submitters, created,
+                                        None if score is None else float(score)))
+    return found
+
+
+# ---- the archive: a zip or its unpacked folder ----
+
+def _noise(name: str) -> bool:
+    return name.startswith(NOISE)
+
+
+def _zip_metadata(names: list[str], shown: str) -> str:
+    """The member name of the export's metadata: at the zip's root or in its one top folder."""
+    found = [n for n in names if not _noise(n)
+             and (n == METADATA or (n.count("/") == 1 and n.endswith("/" + METADATA)))]
+    if not found:
+        raise ShardlabError(f"not a Gradescope export: {shown} holds no {METADATA} (Gradescope's "
+                            f"'Export Submissions' zip has one beside its submission_<id>/ folders)")
+    if len(found) > 1:
+        raise ShardlabError(f"{shown} holds more than one {METADATA}: export one assignment at a time")
+    return found[0]
+
+
+def _is_plain_dir(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _folder_metadata(folder: Path) -> Path | None:
+    """The export's metadata in an unpacked folder: at its root or one folder down."""
+    if (folder / METADATA).is_file():
+        return folder / METADATA
+    below = [p / METADATA for p in sorted(folder.iterdir())
+             if not _noise(p.name) and _is_plain_dir(p) and (p / METADATA).is_file()]
+    return below[0] if len(below) == 1 else None
+
+
+def is_export(path: str | Path) -> bool:
+    """Whether `path` looks like a Gradescope export (it holds submission_metadata.yml)."""
+    path = Path(path)
+    try:
+        if path.is_dir():
+            return _folder_metadata(path) is not None
+        if zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as zf:
+                _zip_metadata(zf.namelist(), str(path))
+            return True
+    except (OSError, zipfile.BadZipFile, ShardlabError):
+        pass
+    return False
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _split(zf: zipfile.ZipFile, members: list[tuple[zipfile.ZipInfo, str]], key: str,
+           target: Path) -> str | None:
+    """Write one submission's members ((info, name inside its folder)) to
+    their own zip; the reason it is refused instead when it is bigger than
+    any upload may be."""
+    if len(members) > MAX_ZIP_MEMBERS:
+        return f"submission {key} holds more than {MAX_ZIP_MEMBERS} files"
+    if sum(info.file_size for info, _ in members) > MAX_UNPACKED_BYTES:
+        return f"submission {key} unpacks to more than {MAX_UNPACKED_BYTES // 2**20} MiB"
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_STORED) as out:
+        for info, name in members:
+            copy = zipfile.ZipInfo(name, info.date_time)
+            copy.external_attr = info.external_attr      # open_submission refuses links and devices by it
+            if info.is_dir():
+                out.writestr(copy, b"")
+                continue
+            with zf.open(info) as src, out.open(copy, "w") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+    return None
+
+
+def _open_zip(path: Path, workdir: Path) -> Export:
+    shown = str(path)
+    try:
+        with zipfile.ZipFile(path) as zf:
+            meta = _zip_metadata(zf.namelist(), shown)
+            prefix = meta[:-len(METADATA)]
+            subs = parse_metadata(zf.read(meta).decode("utf-8-sig", errors="replace"), shown)
+            members: dict[str, list] = {s.key: [] for s in subs}
+            folders = set()
+            for info in zf.infolist():
+                if not info.filename.startswith(prefix):
+                    continue
+                top, slash, inner = info.filename[len(prefix):].partition("/")
+                folders.add(top if slash else None)
+                if inner and top in members:
+                    members[top].append((info, inner))
+            missing = [s.key for s in subs if s.key not in folders]
+            if missing:
+                raise ShardlabError(f"{shown} lists {missing[0]} in {METADATA} but holds no folder "
+                                    f"{missing[0]}/ (an incomplete download?)")
+            paths, refused = {}, {}
+            for sub in subs:
+                target = workdir / f"{sub.key}.zip"
+                paths[sub.key] = str(target)
+                reason = _split(zf, members[sub.key], sub.key, target)
+                if reason:
+                    refused[str(target)] = reason
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as exc:
+        raise ShardlabError(f"{shown} is a damaged zip file: {one_line(str(exc), 200)}") from None
+    labels = {s.key: f"{path}:{prefix}{s.key}/" for s in subs}
+    return Export(subs, paths, labels, refused, _sha256_file(path))
+
+
+def _open_folder(folder: Path) -> Export:
+    meta = _folder_metadata(folder)
+    if meta is None:
+        raise ShardlabError(f"not a Gradescope export: {folder} holds no {METADATA} (Gradescope's "
+                            f"'Export Submissions' folder has one beside its submission_<id>/ folders)")
+    subs = parse_metadata(meta.read_text(encoding="utf-8-sig", errors="replace"), str(folder))
+    paths = {}
+    for sub in subs:
+        if not _is_plain_dir(meta.parent / sub.key):
+            raise ShardlabError(f"{folder} lists {sub.key} in {METADATA} but holds no folder {sub.key}/")
+        paths[sub.key] = str(meta.parent / sub.key)
+    return Export(subs, paths, dict(paths))
+
+
+@contextlib.contextmanager
+def open_export(path: str | Path, workdir: Path) -> Iterator[Export]:
+    """Open a Gradescope export (zip or unpacked folder). A zip is split into
+    one zip per submission in a temporary folder under `workdir`, removed on exit."""
+    path = Path(path)
+    if not path.exists():
+        raise ShardlabError(f"no such file or folder: {path}")
+    if path.is_dir():
+        yield _open_folder(path)
+        return
+    if not zipfile.is_zipfile(path):
+        raise ShardlabError(f"not a Gradescope export: {path} is neither a folder nor a zip file")
+    workdir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".gradescope-export-", dir=workdir) as tmp:
+        yield _open_zip(path, Path(tmp))
+
+
+# ---- the scores CSV ----
+
+def _number(x: float) -> str:
+    return f"{x:g}"
+
+
+def _score(result: dict | None, maximum: str) -> tuple[str, str, str]:
+    """(Total Score, Max Points, Status) of one graded submission."""
+    if result is None:
+        return "", maximum, "Ungraded"
+    if result.get("status") == "ok":
+        own_max = _number(result["max_score"])
+        if result.get("internal_errors"):           # the grader's failure is never the student's score
+            return "", own_max, "Ungraded"
+        return _number(result["score"]), own_max, "Graded"
+    if result.get("refused"):                        # not gradable: 0, as on Gradescope
+        return "0", maximum, "Graded"
+    return "", maximum, "Ungraded"
+
+
+def scores_csv(submissions: list[ExportedSubmission], results: dict[str, dict]) -> tuple[str, list[str]]:
+    """The CSV for Gradescope (one row per student) from {submission key:
+    result}, and the keys of the submissions left without a score."""
+    maxima = {_number(r["max_score"]) for r in results.values() if r.get("status") == "ok"}
+    maximum = maxima.pop() if len(maxima) == 1 else ""
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(SCORE_COLUMNS)
+    unscored = []
+    for sub in submissions:
+        total, points, status = _score(results.get(sub.key), maximum)
+        if status != "Graded":
+            unscored.append(sub.key)
+        for s in sub.submitters:
+            w.writerow([s.name, s.sid, s.email, total, points, status, sub.id])
+    return buf.getvalue(), unscored
+
+
+# ---- the autograder zip's digest ----
+
+def in_autograder_digest(name: str) -> bool:
+    """A file of an otter autograder zip, by its path in the zip (or under /autograder/source)."""
+    parts = name.split("/")
+    if "__pycache__" in parts or name.endswith(".pyc"):
+        return False
+    if len(parts) == 1:
+        return any(fnmatch.fnmatchcase(name, pattern) for pattern in AUTOGRADER_FILES)
+    return parts[0] in AUTOGRADER_TREES
+
+
+def _source_files(folder: Path) -> Iterator[tuple[str, Path]]:
+    """(relative name, path) of the plain files of an unpacked autograder zip; links are not followed."""
+    for entry in sorted(folder.iterdir()):
+        if entry.is_symlink():
+            continue
+        if entry.is_file():
+            yield entry.name, entry
+        elif entry.is_dir() and entry.name in AUTOGRADER_TREES:
+            for root, dirs, files in os.walk(entry):
+                dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))]
+                for f in files:
+                    p = Path(root, f)
+                    if not p.is_symlink():
+                        yield p.relative_to(folder).as_posix(), p
+
+
+def autograder_digest(path: str | Path) -> str | None:
+    """autograder_zip_sha256 (see the module's docstring) of an autograder
+    zip, or of its unpacked copy (/autograder/source); None when it holds
+    none of an autograder zip's files."""
+    path = Path(path)
+    entries = {}
+    if path.is_dir():
+        for name, file in _source_files(path):
+            if in_autograder_digest(name):
+                entries[name] = _sha256_file(file)
+    else:
+        with zipfile.ZipFile(path) as zf:
+            for info in zf.infolist():
+                if not info.is_dir() and in_autograder_digest(info.filename):
+                    digest = hashlib.sha256()
+                    with zf.open(info) as f:
+                        for chunk in iter(lambda: f.read(1 << 20), b""):
+                            digest.update(chunk)
+                    entries[info.filename] = digest.hexdigest()
+    if not entries:
+        return None
+    total = hashlib.sha256()
+    for name in sorted(entries):
+        total.update(f"{name}\0{entries[name]}\n".encode())
+    return total.hexdigest()
+
+
+def zip_stamp(source: str | Path) -> dict:
+    """The stamps of a grading inside the otter zip, whose unpacked copy is
+    `source`: the grader's version and the zip's digest (None if unreadable)."""
+    try:
+        digest = autograder_digest(source)
+    except (OSError, zipfile.BadZipFile):
+        digest = None
+    return {"grader_version": grader_version(), "autograder_zip_sha256": digest}
