@@ -33,6 +33,7 @@ pytestmark = [pytest.mark.platform,
               pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
                                  reason="needs root and unshare(1) for a private /autograder")]
 
+REPO_REFERENCE = Path(replay.__file__).resolve().parents[2] / "reference"   # the checkout's, editable
 ADA = {"email": "ada@example.edu", "id": 42, "name": "Ada Lovelace"}
 
 
@@ -93,12 +94,15 @@ def test_setup_installs_no_browser_pdf_or_r_toolchain(autograder_zip):
         assert done.returncode == 0, done.stderr[-1000:]
 
 
-def test_the_image_is_secured_probed_and_warm(image):
+def test_the_image_is_secured_probed_and_warm(image, otter_env):
     cache = image / "shardlab-cache"
     files = sorted(p.name for p in cache.iterdir())
     assert "grading-secret" in files and any(f.startswith("fsdp2-") for f in files), files
-    for path in (cache, image / "shardlab-course.toml", *image.glob("shardlab-*.whl")):
+    installed = next(otter_env.glob("lib/python3*/site-packages/shardlab/reference"))
+    for path in (cache, image / "shardlab-course.toml", *image.glob("shardlab-*.whl"), installed,
+                 *installed.rglob("*.py")):
         assert path.stat().st_mode & 0o077 == 0, path
+    assert (REPO_REFERENCE.stat().st_mode & 0o077) != 0      # this checkout's reference/ was left alone
 
 
 def test_otter_grade_cannot_build_the_image_and_says_so_in_one_line(autograder_zip, tmp_path):
@@ -123,8 +127,14 @@ cd /autograder/source && bash setup.sh"""
 
 
 def test_a_machine_without_the_jail_fails_the_image_build_not_the_students(autograder_zip, otter_env, tmp_path):
-    """A course that requires the jail, on a machine without cgroups: the
-    build stops with one line that blames the set-up; no image, no grades."""
+    """On a machine without cgroups (a Docker container's read-only
+    /sys/fs/cgroup is one), the shipped course (require_jail = false) builds
+    and says which walls it has; a course that requires the jail stops the
+    build with one line that blames the set-up: no image, no grades."""
+    status, log = replay.build_image(autograder_zip, otter_env, tmp_path / "light", tmp_path / "build-light",
+                                     hide_cgroups=True)
+    assert status == 0, log[-2000:]
+    assert any(line.startswith("lighter walls (no per-sandbox cgroup") for line in log.splitlines()), log[-2000:]
     with zipfile.ZipFile(autograder_zip) as zf:
         config = zf.read("shardlab-course.toml").decode()
     config = re.sub(r"(?m)^require_jail = false", "require_jail = true", config)

@@ -64,19 +64,19 @@ class Run:
     cache_after: list[str]         # the files of the image's shardlab cache when the run ended
 
 
-def _namespace(script: str, env: dict[str, str], timeout: float, cgroup: str | None = None):
+def _namespace(script: str, env: dict[str, str], timeout: float, cgroups: tuple[str, ...] = ()):
     """Run bash `script` in a private mount namespace (the tmpfs at /autograder is its own)."""
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         raise ShardlabError("replaying Gradescope needs root and unshare(1) (util-linux)")
     os.makedirs("/autograder", exist_ok=True)       # the mount point only; the tmpfs is private
     cmd = ["unshare", "--mount", "--propagation", "private", "bash", "-c", script]
 
-    def enter_cgroup():
-        if cgroup:
-            with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+    def enter_cgroups():
+        for d in cgroups:
+            with open(os.path.join(d, "cgroup.procs"), "w") as f:
                 f.write(str(os.getpid()))
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=enter_cgroup if cgroup else None, start_new_session=True)
+                            preexec_fn=enter_cgroups if cgroups else None, start_new_session=True)
 
 
 def _finish(proc, timeout: float) -> str:
@@ -192,28 +192,52 @@ exit $status
     return proc.returncode, log
 
 
-def _memory_cgroup() -> str | None:
-    """A fresh memory cgroup (v2 `memory.peak` or v1 `memory.max_usage_in_bytes`) below ours."""
-    candidates = []
+def _own_cgroups() -> dict[str, str]:
+    """{controller: this process's cgroup folder} for memory and cpu (v1), or
+    "unified" (v2), where mounted."""
+    out = {}
     with open("/proc/self/cgroup") as f:
         for line in f:
             _, controllers, path = line.rstrip("\n").split(":", 2)
             if controllers == "":
-                candidates.append(("/sys/fs/cgroup/unified" if os.path.isdir("/sys/fs/cgroup/unified")
-                                   else "/sys/fs/cgroup") + path)
-            elif "memory" in controllers.split(","):
-                candidates.insert(0, "/sys/fs/cgroup/memory" + path)
-    for parent in candidates:
-        d = os.path.join(parent, f"shardlab-replay-{os.getpid()}-{os.urandom(3).hex()}")
+                root = "/sys/fs/cgroup/unified" if os.path.isdir("/sys/fs/cgroup/unified") else "/sys/fs/cgroup"
+                out["unified"] = root + path
+            for c in ("memory", "cpu"):
+                if c in controllers.split(",") and os.path.isdir(f"/sys/fs/cgroup/{c}"):
+                    out[c] = f"/sys/fs/cgroup/{c}" + path
+    return out
+
+
+def _run_cgroups(cpus: float | None) -> dict[str, str]:
+    """Fresh cgroups below ours for one run: "memory" (whose peak is read),
+    and with `cpus` a CPU quota like Gradescope's (1/2 vCPU by default).
+    v1 controllers where mounted (this machine's hybrid layout), else v2."""
+    own, made = _own_cgroups(), {}
+    name = f"shardlab-replay-{os.getpid()}-{os.urandom(3).hex()}"
+
+    def make(controller: str) -> str | None:
+        d = os.path.join(own[controller], name)
         try:
-            os.mkdir(d)
-        except OSError:
-            continue
-        if os.path.exists(os.path.join(d, "memory.peak")) or os.path.exists(
-                os.path.join(d, "memory.max_usage_in_bytes")):
+            os.makedirs(d, exist_ok=True)
             return d
-        os.rmdir(d)
-    return None
+        except OSError:
+            return None
+    memory = "memory" if "memory" in own else "unified" if "unified" in own else None
+    if memory and (d := make(memory)) and any(os.path.exists(os.path.join(d, f))
+                                               for f in ("memory.peak", "memory.max_usage_in_bytes")):
+        made["memory"] = d
+    if cpus is not None:
+        cpu = "cpu" if "cpu" in own else "unified" if "unified" in own else None
+        d = cpu and make(cpu)
+        if not d:
+            raise ShardlabError("no cpu cgroup here to limit a replayed run's CPUs")
+        if cpu == "unified":
+            Path(d, "cpu.max").write_text(f"{int(cpus * 100000)} 100000")
+        else:
+            Path(d, "cpu.cfs_period_us").write_text("100000")
+            Path(d, "cpu.cfs_quota_us").write_text(str(int(cpus * 100000)))
+        made["cpu"] = d
+    return made
 
 
 def _cgroup_peak(d: str) -> int | None:
@@ -225,9 +249,10 @@ def _cgroup_peak(d: str) -> int | None:
     return None
 
 
-def replay(image: Path, venv: Path, upload: Path, metadata: dict, work: Path) -> Run:
+def replay(image: Path, venv: Path, upload: Path, metadata: dict, work: Path, cpus: float | None = None) -> Run:
     """One grading run of `upload` (a folder, as Gradescope unpacks it) in a
-    fresh container of `image`; results.json and what the run cost."""
+    fresh container of `image`, on `cpus` CPUs (a cgroup quota; None: this
+    machine's); results.json and what the run cost."""
     work.mkdir(parents=True, exist_ok=True)
     with open(image / "run_autograder") as f:
         (work / "run_autograder").write_text(run_autograder_here(f.read(), venv))
@@ -246,19 +271,19 @@ cp /autograder/results/results.json {work}/results.json 2>/dev/null || true
 ls -A {CACHE_DIR} > {work}/cache-after.txt 2>/dev/null || true
 """
     (work / "results.json").unlink(missing_ok=True)
-    cgroup = _memory_cgroup()
+    cgroups = _run_cgroups(cpus)
     start = time.monotonic()
-    proc = _namespace(script, _script_env(home), RUN_TIMEOUT_SECONDS, cgroup)
+    proc = _namespace(script, _script_env(home), RUN_TIMEOUT_SECONDS, tuple(set(cgroups.values())))
     sampler = PeakSampler().start(proc.pid)
     try:
         log = _finish(proc, RUN_TIMEOUT_SECONDS)
     finally:
         sampler.stop()
     seconds = time.monotonic() - start
-    peak_cgroup = _cgroup_peak(cgroup) if cgroup else None
-    if cgroup:
+    peak_cgroup = _cgroup_peak(cgroups["memory"]) if "memory" in cgroups else None
+    for d in set(cgroups.values()):
         try:
-            os.rmdir(cgroup)
+            os.rmdir(d)
         except OSError:
             pass
     path = work / "results.json"
