@@ -42,6 +42,8 @@ class Key:
 
 
 _DEVICES = tuple(HARDWARE)
+VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")   # Gradescope's results.json
+GRADESCOPE_ID_FIELDS = ("email", "id")    # the documented users[] fields of submission_metadata.json
 _ICI_DEVICES = tuple(name for name, h in HARDWARE.items() if h.ici_bytes_per_second > 0)
 
 SCHEMA: tuple[Key, ...] = (
@@ -80,6 +82,19 @@ SCHEMA: tuple[Key, ...] = (
     Key("grading", "require_jail", bool, False,
         "refuse to grade unless every wall of the jail is up (namespaces, private root, cgroup); "
         "false: grade with the lighter walls and say so in every report"),
+    Key("gradescope", "student_id_field", str, "email",
+        "which field of Gradescope's submission metadata identifies a student: users[].email, or users[].id "
+        "(Gradescope's numeric user id). When a roster's student ids are not that field's values, `build "
+        "--roster` ships a map to them in the autograder zip (from the roster's email column); otherwise, "
+        "and without a roster, the field's value is the student id itself",
+        GRADESCOPE_ID_FIELDS),
+    Key("gradescope", "test_visibility", str, "visible",
+        "when students see each question's score and feedback on Gradescope: visible (at once), "
+        "after_due_date, after_published or hidden. Feedback on hidden cases never shows their inputs "
+        "or expected values, so visible is safe", VISIBILITIES),
+    Key("gradescope", "stdout_visibility", str, "hidden",
+        "when students see the grading run's standard output (otter's log and score table); "
+        "hidden: instructors only", VISIBILITIES),
 )
 
 
@@ -122,6 +137,15 @@ class Mesh4D:
 
 
 @dataclass(frozen=True)
+class GradescopeConfig:
+    """[gradescope]: which metadata field names a student, and what students see when."""
+
+    student_id_field: str = "email"
+    test_visibility: str = "visible"
+    stdout_visibility: str = "hidden"
+
+
+@dataclass(frozen=True)
 class CourseConfig:
     course_name: str
     assignment_name: str
@@ -138,6 +162,7 @@ class CourseConfig:
     secret: str = ""            # per-student variants and answers.toml grading when set
     answer_points: int = 1
     require_jail: bool = False  # [grading]: refuse to grade without the full jail
+    gradescope: GradescopeConfig = GradescopeConfig()
 
 
 def _parse(data: dict, source: str) -> CourseConfig:
@@ -185,6 +210,8 @@ def _parse(data: dict, source: str) -> CourseConfig:
         secret=v("course", "secret"),
         answer_points=v("course", "answer_points"),
         require_jail=v("grading", "require_jail"),
+        gradescope=GradescopeConfig(v("gradescope", "student_id_field"), v("gradescope", "test_visibility"),
+                                    v("gradescope", "stdout_visibility")),
     )
 
 

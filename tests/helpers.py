@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import ast
+import json
 import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from shardlab.autograder import content
 
@@ -59,3 +61,19 @@ def package_modules() -> dict[str, tuple[ast.Module, bool]]:
             parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
             found[".".join(("shardlab", *parts))] = (ast.parse(path.read_text(), str(path)), rel.name == "__init__")
     return found
+
+
+GRADESCOPE_RESULTS_SCHEMA = Path(__file__).with_name("gradescope_results.schema.json")
+
+
+def assert_gradescope_results(results: dict) -> None:
+    """`results` is a results.json in Gradescope's documented format
+    (tests/gradescope_results.schema.json, from
+    https://gradescope-autograders.readthedocs.io/en/latest/specs/): no
+    unknown key, every visibility, status and format one of Gradescope's.
+    Fails listing every problem with its path."""
+    import jsonschema
+    validator = jsonschema.Draft202012Validator(json.loads(GRADESCOPE_RESULTS_SCHEMA.read_text(encoding="utf-8")))
+    problems = sorted(validator.iter_errors(results), key=lambda e: [str(p) for p in e.absolute_path])
+    assert not problems, "results.json is not in Gradescope's format:\n" + "\n".join(
+        f"  {'/'.join(map(str, e.absolute_path)) or '(top level)'}: {e.message}" for e in problems)

@@ -5,8 +5,7 @@ import dataclasses
 
 import pytest
 
-from shardlab.autograder.engine.answer_sheet import (answer_sheet, grade_answers, gradescope_student_id,
-                                                     read_answers, sheet_toml)
+from shardlab.autograder.engine.answer_sheet import answer_sheet, grade_answers, read_answers, sheet_toml
 from shardlab.autograder.errors import ShardlabError
 from shardlab.autograder.engine.grading import grade_folder
 from shardlab.autograder.engine.variants import check_student_id, variant_config
@@ -60,17 +59,6 @@ def test_own_answers_full_marks_others_not(secret_cfg, tmp_path):
         copied = mine.replace(f'student_id = "{me}"', f'student_id = "{other}"')
         result = grade_answers(_with_answers(tmp_path, copied), secret_cfg)
         assert result.score < 1, [p.feedback for p in result.parts]
-
-
-def test_gradescope_id_wins(secret_cfg, tmp_path):
-    mine = sheet_toml(variant_config(secret_cfg, "s001"), "s001", values=True)
-    root = _with_answers(tmp_path, mine)
-    meta = tmp_path / "submission_metadata.json"   # Gradescope's, outside the submission
-    meta.write_text('{"users": [{"name": "B", "sid": "s002", "email": "b@x.edu"}]}')
-    sid = gradescope_student_id(meta)
-    assert sid == "s002" and gradescope_student_id(tmp_path / "missing.json") is None
-    result = grade_answers(root, secret_cfg, sid)
-    assert result.score < 1 and "graded as 's002'" in result.parts[0].feedback
 
 
 def test_wrong_and_missing_numbers_named(secret_cfg, tmp_path):

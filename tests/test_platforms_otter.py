@@ -17,11 +17,13 @@ import pytest
 
 from shardlab.autograder.publish.otter_export import is_hidden
 from shardlab.autograder.engine.parts import Case
-from shardlab.autograder.platforms.otter import ENTRY_FILE, locate_submission
+from shardlab.autograder.platforms.otter import (CONFIG_FILE, ENTRY_FILE, REPORT_FILE, finalize_results,
+                                                 locate_submission)
 from shardlab.autograder.questions import part_points, questions
 from shardlab.autograder.engine.selfcheck import assembled, fixtures, folder_of
 from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS
-from helpers import run_cli
+from shardlab.autograder.sandbox.untrusted import html
+from helpers import assert_gradescope_results, run_cli
 
 pytestmark = pytest.mark.platform
 
@@ -122,6 +124,8 @@ def test_otter_run_matches_shardlab_grade(autograder_zip, tmp_path, which):
     ours = _shardlab_grade(submission)
     results = _otter_results(autograder_zip, submission, tmp_path / "otter")
     assert results["output"] == f"shardlab: graded with {ours['walls']}."   # the plugin's notes
+    assert_gradescope_results(results)
+    assert not any("Error at line" in t.get("output", "") for t in results["tests"])   # no otter noise
 
     # bonus parts: shardlab's max_score leaves their points out, otter's maximum counts them
     bonus = {q["id"]: sum(p["max_score"] for p in q["parts"] if p.get("bonus")) for q in ours["questions"]}
@@ -137,10 +141,31 @@ def test_otter_run_matches_shardlab_grade(autograder_zip, tmp_path, which):
         for p in auto:
             passed, points, output = otter_parts[p["id"]]
             assert (passed, points) == (p["score"] == p["max_score"], p["max_score"]), (p["id"], output)
-            if not passed:   # our feedback is the failure message
-                assert "AssertionError: " in output
+            if not passed:   # our feedback alone is the failure message
+                assert "AssertionError" not in output and "Error at line" not in output, output
                 if part_probe[p["id"]] == "calls":   # gloo feedback may name a different rank per run
-                    assert p["feedback"] in output
+                    assert output == html(p["feedback"])
         assert not set(otter_parts) & {p["id"] for p in q["parts"] if p["kind"] == "manual"}
     full = [p["score"] == p["max_score"] for q in ours["questions"] for p in q["parts"] if p["kind"] == "auto"]
     assert {"solutions": all(full), "stubs": not any(full)}.get(which, 0 < sum(full) < len(full))
+
+    # run_autograder's last step on these results (otter run has none), with the report it would read
+    ag = tmp_path / "ag"
+    for folder in ("source", "results", "shardlab"):
+        (ag / folder).mkdir(parents=True)
+    (ag / "source" / CONFIG_FILE).write_text(zipfile.ZipFile(autograder_zip).read(CONFIG_FILE).decode())
+    (ag / "results" / "results.json").write_text(json.dumps(results))
+    (ag / REPORT_FILE).write_text(json.dumps(ours))
+    finalize_results(ag)
+    final = json.loads((ag / "results" / "results.json").read_text())
+    assert_gradescope_results(final)
+    assert (final["stdout_visibility"], final["output_format"]) == ("hidden", "simple_format")
+    for q, test in zip(ours["questions"], [t for t in final["tests"] if "max_score" in t], strict=True):
+        assert (test["max_score"], test["visibility"], test["output_format"]) == (q["max_score"], "visible",
+                                                                                  "simple_format")
+        lines = test["output"].split("\n")
+        assert [line.split()[1] for line in lines] == [p["id"] for p in q["parts"]]   # each part once
+        for line, p in zip(lines, q["parts"]):
+            if p["kind"] == "auto" and p["score"] < p["max_score"]:   # the mark, the part, then our feedback
+                mark = "⚠️" if p["status"] == "internal-error" else "❌"
+                assert line.startswith(f"{mark} {p['id']} ") and line.endswith(html(p["feedback"])), line

@@ -11,17 +11,27 @@ pseudo-question "answers" in the report and in the otter zip.
 
 Which numbers a question asks for is read off its worked derivations: every
 numeric answer of the handout, except the other overlap convention and the
-batch per data shard in question 3, which the handout does not ask for. The
-student id comes from Gradescope's submission metadata when there is one
-(a submission cannot choose whose variant it is graded against), else from
-answers.toml. Only with a course secret (`[course].secret`) is anything graded.
+batch per data shard in question 3, which the handout does not ask for. Only
+with a course secret (`[course].secret`) is anything graded.
+
+Whose variant: on Gradescope, the submitters named by its
+submission_metadata.json (`gradescope_submitters`), so a submission cannot
+choose whose variant it is graded against; elsewhere, answers.toml's
+student_id. Gradescope documents only `email`, `id` and `name` per user
+(https://gradescope-autograders.readthedocs.io/en/latest/submission_metadata/);
+`[gradescope].student_id_field` picks the field. When `shardlab build
+--roster` shipped ROSTER_FILE (email -> student_id, publish/roster.py), the
+field is mapped through it; otherwise its value is the student id. Every
+member of a group counts: answers.toml's student_id chooses among them.
 """
 from __future__ import annotations
 
+import csv
 import json
 import math
 import numbers
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 from shardlab.autograder.engine.results import PartResult, QuestionResult
@@ -34,6 +44,8 @@ from shardlab.reference.derivation import Worked
 ANSWERS_FILE = "answers.toml"
 RTOL = 1e-4          # numbers worked out by hand or copied with 5 significant digits
 SHEET_TITLE = "Handout numbers for your variant"
+ROSTER_FILE = "shardlab-roster.csv"   # in the autograder zip, beside the course config: a CSV
+                                      # with header `<[gradescope].student_id_field>,student_id`
 
 
 def _asked(key: str, cfg) -> bool:
@@ -82,17 +94,75 @@ def read_answers(path: Path) -> dict:
     return data
 
 
-def gradescope_student_id(metadata: str | Path | None) -> str | None:
-    """The submitter's student id ('sid', else email) from Gradescope's
-    submission_metadata.json; None when there is no such file."""
+@dataclass(frozen=True)
+class Submitters:
+    """Who handed a submission in, as Gradescope says: the student ids of its
+    members (several for a group), or none and `problem`, the sentence that
+    says why (shown in the answers parts; the code parts grade as usual)."""
+
+    ids: tuple[str, ...]
+    problem: str = ""
+
+
+def read_roster_map(path: str | Path) -> dict[str, str]:
+    """ROSTER_FILE: {Gradescope's value (first column), case-folded: student id}."""
+    with Path(path).open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))[1:]
+    return {key.strip().casefold(): sid.strip() for key, sid in rows}
+
+
+def _metadata_users(metadata: str | Path | None) -> list[dict]:
     if metadata is None or not Path(metadata).is_file():
-        return None
+        return []
     try:
         users = json.loads(Path(metadata).read_text(encoding="utf-8")).get("users") or []
     except (ValueError, AttributeError, UnicodeDecodeError):
+        return []
+    return [u for u in users if isinstance(u, dict)] if isinstance(users, list) else []
+
+
+def gradescope_submitters(metadata: str | Path | None, cfg,
+                          roster_file: str | Path | None = None) -> Submitters | None:
+    """The student ids of every user in Gradescope's submission_metadata.json,
+    by `[gradescope].student_id_field`, through `roster_file` (ROSTER_FILE)
+    when it exists; None when there is no such file or it names no user
+    (`otter run` writes `{}`): answers.toml decides."""
+    users = _metadata_users(metadata)
+    if not users:
         return None
-    user = users[0] if users and isinstance(users[0], dict) else {}
-    return str(user.get("sid") or user.get("email") or "") or None
+    field = cfg.gradescope.student_id_field
+    try:
+        roster = read_roster_map(roster_file) if roster_file is not None and Path(roster_file).is_file() else None
+    except (OSError, ValueError, csv.Error) as exc:   # ValueError: a row without two columns
+        return Submitters((), f"the course roster in the autograder zip is unreadable ({type(exc).__name__}); "
+                              "ask your instructor")
+    ids, unknown = [], []
+    for user in users:
+        value = user.get(field)
+        if value is None or isinstance(value, (bool, dict, list)):
+            continue
+        value = str(value).strip()
+        if roster is not None:
+            sid = roster.get(value.casefold())
+        else:
+            try:
+                sid = check_student_id(value, f"Gradescope's {field}")
+            except ShardlabError:
+                sid = None
+        if sid:
+            ids.append(sid)
+        else:
+            unknown.append(one_line(repr(value), 120))
+    if ids:
+        return Submitters(tuple(dict.fromkeys(ids)))
+    if not unknown:
+        problem = f"Gradescope's submission metadata names no {field} for this submission; ask your instructor"
+    elif roster is not None:
+        problem = (f"your Gradescope account ({field} {', '.join(unknown)}) is not in the course roster, so "
+                   "there is no variant to check these numbers against; ask your instructor to add it and regrade")
+    else:
+        problem = f"Gradescope's {field} ({', '.join(unknown)}) cannot be a student id; ask your instructor"
+    return Submitters((), problem)
 
 
 def _grade_section(section: str, expected: dict[str, Worked], got, points: int) -> PartResult:
@@ -113,20 +183,31 @@ def _grade_section(section: str, expected: dict[str, Worked], got, points: int) 
                       feedback, "answers")
 
 
-def grade_answers(root: Path, cfg, student_id: str | None = None) -> QuestionResult | None:
+def grade_answers(root: Path, cfg, student_id: str | Submitters | None = None) -> QuestionResult | None:
     """The answers.toml question for a submission root; None without a course secret.
-    `student_id` (Gradescope's) wins over the id in answers.toml."""
+    `student_id`, the platform's (a Submitters, or one id), wins over the id
+    in answers.toml, which only chooses among a group's members."""
     if not cfg.secret:
         return None
+    submitters = Submitters((student_id,)) if isinstance(student_id, str) else student_id
     path = root / ANSWERS_FILE
     note, why = "", None
     try:   # a bad answers.toml costs these parts, not the rest of the grade
         data = read_answers(path) if path.is_file() else {}
-        if student_id is None:
-            sid = data.get("student_id")
-            student_id = check_student_id(sid, ANSWERS_FILE) if isinstance(sid, str) else None
-        elif data.get("student_id") not in (None, student_id):
-            note = f" (answers.toml names {one_line(repr(data['student_id']), 80)}; graded as {student_id!r})"
+        named = data.get("student_id")
+        if submitters is None:
+            student_id = check_student_id(named, ANSWERS_FILE) if isinstance(named, str) else None
+        elif not submitters.ids:
+            student_id, why = None, submitters.problem
+        elif named in submitters.ids:
+            student_id = named
+        else:
+            student_id = submitters.ids[0]
+            group = f", one of this group's {len(submitters.ids)} members" if len(submitters.ids) > 1 else ""
+            if named is not None:
+                note = f" (answers.toml names {one_line(repr(named), 80)}; graded as {student_id!r}{group})"
+            elif group:
+                note = f" (graded as {student_id!r}{group}: answers.toml's student_id chooses)"
     except ShardlabError as exc:
         data, student_id, why = {}, None, str(exc)
     sheet = answer_sheet(variant_config(cfg, student_id)) if student_id else answer_sheet(cfg)

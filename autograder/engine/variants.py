@@ -21,7 +21,9 @@ from shardlab.reference import comm4d, memory
 from shardlab.reference.config import BucketsConfig, CourseConfig, FsdpConfig, Mesh4D
 from shardlab.reference.specs import HARDWARE, ModelConfig
 
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}$")   # also a safe folder name
+# also a safe folder name; long enough for an email address (at most 254 characters), which is
+# the student id on Gradescope without a roster (engine/answer_sheet.py)
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,253}")
 _GPUS = [h for h in HARDWARE.values() if h.flops_per_second and not h.ici_bytes_per_second]
 _ICI = [h for h in HARDWARE.values() if h.ici_bytes_per_second]
 
@@ -75,8 +77,8 @@ def variant_config(cfg: CourseConfig, student_id: str) -> CourseConfig:
 
 
 def check_student_id(student_id: str, where: str) -> str:
-    if not _ID.match(student_id):
-        raise ShardlabError(f"{where}: student id {one_line(repr(student_id), 80)} must be 1-64 letters, "
+    if not _ID.fullmatch(student_id):      # fullmatch: `$` would let a trailing newline through
+        raise ShardlabError(f"{where}: student id {one_line(repr(student_id), 80)} must be 1-254 letters, "
                             "digits or ._@+- "
                             "(starting with a letter or digit)")
     return student_id

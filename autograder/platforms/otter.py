@@ -19,11 +19,15 @@ in otter's kernel:
    the whole submission with the shardlab engine (student code runs in its
    sandbox subprocesses); the report is kept in memory and written to
    `<autograder dir>/shardlab/report.json`; every case is answered from it.
-4. `QuarantinePlugin.after_grading` puts the report's notes in the results'
-   top-level output: the walls the code ran in, and the parts the grader
-   itself failed on (internal errors, not the student's; regrade them).
+4. `QuarantinePlugin.after_grading` makes each failed case's message
+   shardlab's feedback alone (no "Error at line" from otter), and puts the
+   report's notes in the results' top-level output: the walls the code ran
+   in, and the parts the grader itself failed on (internal errors, not the
+   student's; regrade them).
 5. After otter, run_autograder (RUN_EPILOGUE) calls `finalize_results`:
-   each question's maximum in results.json becomes shardlab's.
+   each question's maximum in results.json becomes shardlab's, its output
+   one line per part in shardlab's words, and visibility, stdout visibility
+   and output formats are set from the course config's [gradescope].
 
 Layout of a grading run (otter's): `<autograder dir>/source/` holds the
 unzipped autograder zip, `<autograder dir>/submission/` the submission and
@@ -97,9 +101,10 @@ def graded(handle: dict) -> dict:
         from shardlab.autograder.errors import ShardlabError
         from shardlab.reference.config import load_config
         try:
-            from shardlab.autograder.engine.answer_sheet import gradescope_student_id
-            report = grade_path(handle["root"], load_config(handle["config"]),
-                                student_id=gradescope_student_id(handle.get("metadata"))).to_dict()
+            from shardlab.autograder.engine.answer_sheet import ROSTER_FILE, gradescope_submitters
+            cfg = load_config(handle["config"])
+            students = gradescope_submitters(handle.get("metadata"), cfg, Path(handle["config"]).with_name(ROSTER_FILE))
+            report = grade_path(handle["root"], cfg, student_id=students).to_dict()
         except ShardlabError as exc:
             report = {"error": str(exc)}
         except Exception as exc:   # a shardlab bug: every case says so; grade only once anyway
@@ -115,23 +120,31 @@ def graded(handle: dict) -> dict:
     return _reports[key]
 
 
+def case_failure(report: dict, part_id: str) -> str | None:
+    """The failure message of one otter case, from the report: the part's
+    shardlab feedback (hidden cases worded as in the local report), escaped
+    for Gradescope, which shows it as HTML (autograder/sandbox/untrusted.py);
+    None when the part earned its points."""
+    from shardlab.autograder.sandbox.untrusted import html
+    if "error" in report:
+        return html(report["error"])
+    part = next((p for q in report.get("questions", []) for p in q["parts"] if p["id"] == part_id), None)
+    if part is None:
+        return f"shardlab: part {part_id} is not in the report (zip and engine differ)"
+    return html(part["feedback"]) if part["score"] < part["max_score"] else None
+
+
 def check_part(handle: dict | None, part_id: str) -> None:
     """One otter test case: passes when the part earned its points, else
-    raises AssertionError carrying the engine's feedback for that part,
-    escaped: Gradescope shows it as HTML (autograder/sandbox/untrusted.py)."""
+    raises AssertionError carrying `case_failure`."""
     from shardlab.autograder.sandbox.untrusted import html
     if handle is None:
         raise AssertionError("shardlab: the entry file did not run (was it removed from the zip?)")
     if "error" in handle:
         raise AssertionError(html(handle["error"]))
-    report = graded(handle)
-    if "error" in report:
-        raise AssertionError(html(report["error"]))
-    part = next((p for q in report["questions"] for p in q["parts"] if p["id"] == part_id), None)
-    if part is None:
-        raise AssertionError(f"shardlab: part {part_id} is not in the report (zip and engine differ)")
-    if part["score"] < part["max_score"]:
-        raise AssertionError(html(part["feedback"]))
+    message = case_failure(graded(handle), part_id)
+    if message is not None:
+        raise AssertionError(message)
 
 
 def _quarantine(submission_dir: Path) -> None:
@@ -149,27 +162,105 @@ except ImportError:   # otter is only needed when grading under otter
 
 
 def finalize_results(ag_dir: str | Path) -> None:
-    """Gradescope's maximum per question is shardlab's, bonus excluded.
-
-    otter counts a bonus part's points in its question's maximum (question 2:
-    19 where shardlab says 18 + 1 bonus); run_autograder calls this after otter
-    has written results/results.json, so each question's `max_score` is
-    shardlab's and a bonus shows as extra credit (score above the maximum).
-    Nothing changes when there is no report (otter's own failure messages stay)."""
+    """run_autograder's last step, once otter has written results/results.json:
+    rewrite it with `gradescope_results`, the course config's [gradescope]
+    settings (the shipped config; its defaults if unreadable) and the report.
+    Nothing changes when results.json is unreadable."""
+    from shardlab.autograder.errors import ShardlabError
+    from shardlab.reference.config import GradescopeConfig, load_config
     ag_dir = Path(ag_dir)
     results_path = ag_dir / "results" / "results.json"
     try:
         results = json.loads(results_path.read_text(encoding="utf-8"))
-        report = json.loads((ag_dir / REPORT_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return
-    maxima = {question_file_title(q["id"], q["title"]): q["max_score"] for q in report.get("questions", [])}
-    for test in results.get("tests", []):
-        if "max_score" in test and test.get("name") in maxima:
-            test["max_score"] = maxima[test["name"]]
+    try:
+        report = json.loads((ag_dir / REPORT_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        report = {}
+    try:
+        settings = load_config(ag_dir / "source" / CONFIG_FILE).gradescope
+    except ShardlabError:
+        settings = GradescopeConfig()
     tmp = results_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(results, indent=1), encoding="utf-8")
+    tmp.write_text(json.dumps(gradescope_results(results, report, settings), indent=1), encoding="utf-8")
     os.replace(tmp, results_path)
+
+
+def gradescope_results(results: dict, report: dict, settings) -> dict:
+    """otter's results.json as Gradescope should show it
+    (https://gradescope-autograders.readthedocs.io/en/latest/specs/):
+
+    - each question's `max_score` is shardlab's: otter counts a bonus part's
+      points in its question's maximum (question 2: 19 where shardlab says
+      18 + 1 bonus), so a bonus earned shows as extra credit;
+    - each question's `output` is shardlab's, one line per part
+      (`question_output`), instead of otter's summary of its cases;
+    - `visibility` of each question and `stdout_visibility` are the course's
+      ([gradescope] test_visibility, stdout_visibility in the course config);
+    - output formats are explicit: shardlab's text is HTML-escaped
+      (sandbox/untrusted.html), so the top-level output and each question's
+      are `simple_format` (HTML, line breaks kept); any other entry (otter's
+      own failure reports) stays plain `text`.
+
+    When the submission could not be graded, each question's output is the
+    report's error, once; without a report (the entry file found no
+    submission) the questions keep otter's summaries, whose failure messages
+    `clean_case_messages` made shardlab's."""
+    from shardlab.autograder.sandbox.untrusted import html
+    questions = {question_file_title(q["id"], q["title"]): q for q in report.get("questions", [])}
+    for test in results.get("tests", []):
+        if "max_score" not in test:          # not a question: otter's own report of a failure
+            continue
+        question = questions.get(test.get("name"))
+        if question is not None:
+            test["max_score"] = question["max_score"]
+            test["output"] = question_output(question)
+        elif "error" in report:              # the submission could not be graded: why, once
+            test["output"] = html(report["error"])
+        test["output_format"] = "simple_format"
+        test["visibility"] = settings.test_visibility
+    if "output" in results:
+        results["output_format"] = "simple_format"
+    results["test_output_format"] = "text"
+    results["stdout_visibility"] = settings.stdout_visibility
+    return results
+
+
+def question_output(question: dict) -> str:
+    """One line per part, as the local report says it: mark, part, points,
+    then shardlab's feedback (hidden cases say only the kind of failure),
+    escaped for Gradescope's simple_format."""
+    from shardlab.autograder.engine.results import INTERNAL_ERROR
+    from shardlab.autograder.sandbox.untrusted import html
+    lines = []
+    for p in question["parts"]:
+        if p.get("kind") == "manual":
+            mark, points = "✍️", "graded by hand"
+        else:
+            mark = ("⚠️" if p.get("status") == INTERNAL_ERROR else
+                    "✅" if p["score"] >= p["max_score"] else "❌")
+            points = f"{p['score']:g} / {p['max_score']:g}" + (" bonus" if p.get("bonus") else "")
+        lines.append(f"{mark} {html(p['id'])} {html(p['title'])} ({points}): {html(p['feedback'])}")
+    return "\n".join(lines)
+
+
+def clean_case_messages(results, report: dict | None) -> None:
+    """otter's message for a failed case ('❌ Test case failed', 'Error at
+    line N in test …', the test's source line, 'AssertionError: …') becomes
+    shardlab's message alone: `case_failure` from the report, else the
+    AssertionError's text (check_part's, e.g. no assignments/ folder). Any
+    other exception (a fault of the grader's) keeps otter's message."""
+    for test_file in getattr(results, "results", {}).values():
+        for case in test_file.test_case_results:
+            if case.passed:
+                continue
+            message = case_failure(report, case.test_case.name.split()[0]) if report else None
+            if message is None:
+                last = (case.message or "").rstrip().rsplit("\n", 1)[-1]
+                message = last.removeprefix("AssertionError: ") if last.startswith("AssertionError: ") else None
+            if message is not None:
+                case.message = message
 
 
 def grading_notes(report: dict) -> str:
@@ -189,17 +280,20 @@ def grading_notes(report: dict) -> str:
 class QuarantinePlugin(AbstractOtterPlugin):
     """otter plugin (listed in the zip's otter_config.json): before the kernel
     starts, move the student's files out of its working folder; after grading,
-    add the report's notes (walls, internal errors) to the results."""
+    make each failed case's message shardlab's alone and add the report's
+    notes (walls, internal errors) to the results."""
 
     def before_grading(self, config):
         _quarantine(Path(self.submission_path).resolve().parent)
 
     def after_grading(self, results):
-        report = Path(self.submission_path).resolve().parent.parent / REPORT_FILE
+        path = Path(self.submission_path).resolve().parent.parent / REPORT_FILE
         try:
-            notes = grading_notes(json.loads(report.read_text(encoding="utf-8")))
+            report = json.loads(path.read_text(encoding="utf-8"))
+            notes = grading_notes(report)
         except (OSError, ValueError):
-            notes = "shardlab: no grading report was written (see the test cases)."
+            report, notes = None, "shardlab: no grading report was written (see the test cases)."
+        clean_case_messages(results, report)
         results.set_output(notes)
 
 

@@ -1,9 +1,14 @@
 """`shardlab build --roster`: each student's own handout and blank
-answers.toml, from their variant of the course config (engine/variants.py)."""
+answers.toml, from their variant of the course config (engine/variants.py),
+and what the autograder zip needs to know a Gradescope user's student id
+(`roster_for_zip`)."""
 from __future__ import annotations
 
 import csv
+import io
+import re
 from pathlib import Path
+from typing import NamedTuple
 
 from shardlab.autograder.engine.answer_sheet import sheet_toml
 from shardlab.autograder.engine.variants import check_student_id, variant_config
@@ -11,11 +16,20 @@ from shardlab.autograder.errors import ShardlabError
 from shardlab.autograder.publish.render import write_handout
 from shardlab.reference.config import CourseConfig
 
-ROSTER_COLUMNS = ("student_id", "name")
+ROSTER_COLUMNS = ("student_id", "name")       # required; `email` is optional
+EMAIL_COLUMN = "email"
+_EMAIL = re.compile(r"[^@\s,\"]+@[^@\s,\"]+")
 
 
-def read_roster(path: str | Path) -> list[tuple[str, str]]:
-    """(student_id, name) rows of a roster CSV with columns student_id, name."""
+class Student(NamedTuple):
+    student_id: str
+    name: str
+    email: str | None      # None when the roster has no email column
+
+
+def read_roster(path: str | Path) -> list[Student]:
+    """The students of a roster CSV with columns student_id, name and,
+    optionally, email (each student's Gradescope email, unique)."""
     path = Path(path)
     if not path.is_file():
         raise ShardlabError(f"roster file not found: {path}")
@@ -27,15 +41,51 @@ def read_roster(path: str | Path) -> list[tuple[str, str]]:
         raise ShardlabError(f"roster {path} is not a readable CSV: {exc}") from None
     if not rows or not set(ROSTER_COLUMNS) <= set(header):
         raise ShardlabError(f"roster {path} needs a header with columns {', '.join(ROSTER_COLUMNS)} "
-                            "and at least one student")
-    out, seen = [], set()
+                            f"(and optionally {EMAIL_COLUMN}) and at least one student")
+    out, seen, emails = [], set(), set()
     for line, row in enumerate(rows, start=2):
-        sid = check_student_id((row["student_id"] or "").strip(), f"roster {path} line {line}")
+        where = f"roster {path} line {line}"
+        sid = check_student_id((row["student_id"] or "").strip(), where)
         if sid in seen:
-            raise ShardlabError(f"roster {path} line {line}: student id {sid!r} appears twice")
+            raise ShardlabError(f"{where}: student id {sid!r} appears twice")
         seen.add(sid)
-        out.append((sid, (row["name"] or "").strip()))
+        email = None
+        if EMAIL_COLUMN in header:
+            email = (row[EMAIL_COLUMN] or "").strip()
+            if not _EMAIL.fullmatch(email):
+                raise ShardlabError(f"{where}: {email!r} is not an email address (the {EMAIL_COLUMN} column "
+                                    "maps each student's Gradescope account to their student id)")
+            if email.casefold() in emails:
+                raise ShardlabError(f"{where}: email {email!r} appears twice")
+            emails.add(email.casefold())
+        out.append(Student(sid, (row["name"] or "").strip(), email))
     return out
+
+
+def roster_for_zip(cfg: CourseConfig, roster: str | Path | None) -> str | None:
+    """The file the autograder zip must carry at its root
+    (engine/answer_sheet.ROSTER_FILE) for grading on Gradescope to find each
+    submitter's student id, or None when no file is needed: no roster, or
+    Gradescope's field ([gradescope].student_id_field) already is every
+    roster student's id. Otherwise it maps that field (the roster's email, or
+    a student id that is one) to the student id, and nothing else travels
+    (no names). Students it cannot map (no email, or an id Gradescope cannot
+    give) are left out, so on Gradescope their answers parts say they are not
+    in the roster instead of grading someone else's numbers."""
+    if roster is None:
+        return None
+    field = cfg.gradescope.student_id_field
+    usable = (lambda key: key.isdigit()) if field == "id" else _EMAIL.fullmatch
+    pairs = [((s.email if field == EMAIL_COLUMN and s.email is not None else s.student_id), s.student_id)
+             for s in read_roster(roster)]
+    mapped = [(key, sid) for key, sid in pairs if usable(key)]
+    if len(mapped) == len(pairs) and all(key == sid for key, sid in mapped):
+        return None
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow((field, "student_id"))
+    writer.writerows(mapped)
+    return buf.getvalue()
 
 
 def build_roster(cfg: CourseConfig, roster: str | Path, out: Path) -> list[Path]:
@@ -45,11 +95,12 @@ def build_roster(cfg: CourseConfig, roster: str | Path, out: Path) -> list[Path]
         raise ShardlabError("--roster needs a course secret: set [course].secret in the config "
                             "(without it anyone could compute every variant)")
     written = []
-    for sid, name in read_roster(roster):
+    for student in read_roster(roster):
+        sid = student.student_id
         variant = variant_config(cfg, sid)
         folder = out / "students" / sid
         blank = sheet_toml(variant, sid)
-        written += write_handout(variant, folder, student=dict(id=sid, name=name, answers=blank))
+        written += write_handout(variant, folder, student=dict(id=sid, name=student.name, answers=blank))
         (folder / "answers.toml").write_text(blank, encoding="utf-8")
         written.append(folder / "answers.toml")
     return written
