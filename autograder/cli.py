@@ -237,8 +237,8 @@ def answers(config_path, as_json):
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="shardlab-out",
               show_default=True, help="Output folder.")
 @click.option("--roster", type=click.Path(dir_okay=False),
-              help="CSV with columns student_id, name: one handout per student, own numbers "
-                   "(needs [course].secret).")
+              help="CSV with columns student_id, name and optionally email (each student's Gradescope "
+                   "email): one handout per student, own numbers (needs [course].secret).")
 def build(config_path, out_dir, roster):
     """Handout (md, html, notebook), solutions, starter kit, otter autograder zip."""
     _build_all(_config(config_path), config_path, Path(out_dir), roster)
@@ -247,14 +247,14 @@ def build(config_path, out_dir, roster):
 def _build_all(cfg, config_path, out: Path, roster=None) -> None:
     from shardlab.autograder.publish.otter_export import build_autograder, config_text, gradescope_points
     from shardlab.autograder.publish.render import build as render_build
-    from shardlab.autograder.publish.roster import build_roster
+    from shardlab.autograder.publish.roster import build_roster, roster_for_zip
     students = build_roster(cfg, roster, out) if roster else []
     for path in render_build(cfg, out):
         console.print(f"wrote {path}", highlight=False)
     if students:
         console.print(f"wrote {len(students)} files under {out / 'students'}", highlight=False)
     from shardlab.autograder.platforms.gradescope_export import autograder_digest
-    zip_path = build_autograder(cfg, config_text(config_path), out)
+    zip_path = build_autograder(cfg, config_text(config_path), out, roster_for_zip(cfg, roster))
     console.print(f"wrote {zip_path} (autograder_zip_sha256 {autograder_digest(zip_path)}: every "
                   "Gradescope report.json it makes carries it)", highlight=False)
     console.print(f"Gradescope: set the assignment's autograder points to {gradescope_points(cfg)} "

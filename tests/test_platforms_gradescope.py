@@ -28,6 +28,7 @@ import pytest
 from shardlab.autograder.platforms import gradescope_replay as replay
 from shardlab.autograder.publish.otter_export import OTTER_GRADE_REFUSAL
 from shardlab.autograder.publish.stubs import SOLUTIONS
+from helpers import assert_gradescope_results
 
 pytestmark = [pytest.mark.platform,
               pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
@@ -160,6 +161,7 @@ def test_whole_kit_submissions_grade_in_full(image, otter_env, tmp_path, shape):
     run = replay.replay(image, otter_env, _upload(files, tmp_path / "upload"), metadata, tmp_path / "run")
     assert run.results is not None, run.log[-3000:]
     results = run.results
+    assert_gradescope_results(results)
     failing = [t["name"] for t in _graded(results) if float(t["score"]) < float(t["max_score"])]
     assert failing == [], [t.get("output", "")[:300] for t in _graded(results) if t["name"] in failing]
     # docs/spec.md's points: Q1 14, Q2 18 plus the 1-point bonus 2.11, Q3 12 (3.7 is by hand), Q4 13
@@ -173,6 +175,7 @@ def test_an_upload_without_assignments_scores_zero_with_one_sentence(image, otte
     upload = _upload({"handout.ipynb": "{}", "notes.py": "x = 1\n"}, tmp_path / "upload")
     run = replay.replay(image, otter_env, upload, replay.gradescope_metadata([ADA]), tmp_path / "run")
     assert run.results is not None, run.log[-3000:]
+    assert_gradescope_results(run.results)
     assert _graded(run.results) and _total(run.results)[0] == 0
     assert all("holds no assignments/ folder" in t.get("output", "") for t in _graded(run.results)), \
         _graded(run.results)[0].get("output")

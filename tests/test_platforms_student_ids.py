@@ -167,3 +167,4 @@ def test_not_in_the_roster_is_said_and_the_code_still_grades(cfg, tmp_path, monk
         "Not graded: your Gradescope account (email 'mallory@example.edu')")
     answers, code = report_for("Ada@Example.edu", "s001")       # the roster's student: full marks
     assert answers["score"] == answers["max_score"] == SECTIONS and all(p["score"] == 1 for p in code)
+

@@ -187,11 +187,12 @@ def grade_part_ids(root: Path, cfg, part_ids, limits: Limits = Limits()) -> dict
 
 
 def grade_folder(root: Path, cfg, limits: Limits = Limits(), label: str | None = None,
-                 modules: set[str] | None = None, student_id: str | None = None) -> Report:
+                 modules: set[str] | None = None, student_id=None) -> Report:
     """Grade the submission whose assignments/ folder is under `root`; with
     `modules`, only the questions on those student modules. With a course
-    secret, answers.toml is graded against the variant of `student_id`
-    (Gradescope's), else of the id in answers.toml (engine/answer_sheet.py).
+    secret, answers.toml is graded against the variant of `student_id` (a
+    str, or Gradescope's submitters: engine/answer_sheet.Submitters), else of
+    the id in answers.toml (engine/answer_sheet.py).
     Refuses (ShardlabError) when the course requires the full jail and this
     machine lacks a wall (sandbox/walls.py)."""
     check_points_config(cfg)
@@ -215,7 +216,7 @@ def grade_folder(root: Path, cfg, limits: Limits = Limits(), label: str | None =
                   qresults, output, printed, walls.describe(), internal)
 
 
-def grade_path(path: str | Path, cfg, limits: Limits = Limits(), student_id: str | None = None) -> Report:
+def grade_path(path: str | Path, cfg, limits: Limits = Limits(), student_id=None) -> Report:
     """Grade a folder or zip submission."""
     with open_submission(path) as root:
         return grade_folder(root, cfg, limits, label=str(path), student_id=student_id)

@@ -105,7 +105,7 @@ NOISE = ("__MACOSX", ".")              # macOS's resource forks, hidden files: n
 # files at its top and everything under these folders; nothing setup.sh adds to /autograder/source
 # (mamba_install.sh, the shardlab-cache/ folder `shardlab warm` fills)
 AUTOGRADER_FILES = ("run_autograder", "run_otter.py", "setup.sh", "environment.yml", "otter_config.json",
-                    "requirements.*", "shardlab-*.whl", "shardlab-*.toml")
+                    "requirements.*", "shardlab-*.whl", "shardlab-*.toml", "shardlab-*.csv")
 AUTOGRADER_TREES = ("tests", "files")
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

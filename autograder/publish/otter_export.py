@@ -25,8 +25,8 @@ Pipeline, in order:
    otter looks for the file to grade, so
    otter only ever finds the entry file, whatever the upload holds (a
    notebook, other `.py` files, `__MACOSX/`, a GitHub checkout);
-5. the wheel and the course config are appended at the zip's root, i.e.
-   `/autograder/source/` on Gradescope.
+5. the wheel, the course config and (with `--roster`) the roster map are
+   appended at the zip's root, i.e. `/autograder/source/` on Gradescope.
 
 Visibility: an otter case is public when its part has at least one public
 case (its feedback already withholds hidden inputs and expected values); a
@@ -52,7 +52,7 @@ from importlib import metadata, resources
 from pathlib import Path
 
 from shardlab.autograder import content
-from shardlab.autograder.engine.answer_sheet import SHEET_TITLE, sheet_parts
+from shardlab.autograder.engine.answer_sheet import ROSTER_FILE, SHEET_TITLE, sheet_parts
 from shardlab.autograder.engine.plan import part_cases
 from shardlab.autograder.errors import ShardlabError
 from shardlab.autograder.platforms.otter import CONFIG_FILE, ENTRY_FILE, QUARANTINE, question_file_title
@@ -127,6 +127,7 @@ mamba env create -f {source}/environment.yml
 # the answer key's ground truth and the course secret are root's alone
 SHARDLAB_REFERENCE="$(mamba run -n {OTTER_ENV_NAME} python -I -c {_REFERENCE_DIR!r} | tail -n 1)"
 chmod -R go-rwx "$SHARDLAB_REFERENCE" {source}/{CONFIG_FILE} {source}/shardlab-*.whl
+if [ -f {source}/{ROSTER_FILE} ]; then chmod go-rwx {source}/{ROSTER_FILE}; fi   # students' emails
 # the jail's walls, probed now: a missing prerequisite fails the upload, not the grades
 mamba run -n {OTTER_ENV_NAME} shardlab walls --config {source}/{CONFIG_FILE}
 # every expected value a grading needs, computed once into the image (no run pays for it)
@@ -243,8 +244,9 @@ def build_wheel(dest: Path) -> Path:
     return wheels[-1]
 
 
-def build_autograder(cfg, config_text: str, out: Path) -> Path:
-    """Write `out/autograder.zip` for this course config; return its path."""
+def build_autograder(cfg, config_text: str, out: Path, roster_text: str | None = None) -> Path:
+    """Write `out/autograder.zip` for this course config; return its path.
+    `roster_text`: the roster map the zip carries (publish/roster.roster_for_zip)."""
     from otter.generate import main as otter_generate
     from otter.utils import chdir
     out.mkdir(parents=True, exist_ok=True)
@@ -278,6 +280,8 @@ def build_autograder(cfg, config_text: str, out: Path) -> Path:
         with zipfile.ZipFile(target, "a") as zf:
             zf.write(wheel, arcname=wheel.name)
             zf.writestr(CONFIG_FILE, config_text)
+            if roster_text is not None:
+                zf.writestr(ROSTER_FILE, roster_text)
     return target
 
 
