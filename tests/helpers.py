@@ -41,7 +41,8 @@ def assert_graded_as_declared(cfg, fixture, part_ids, within_seconds: float) -> 
     start = time.monotonic()
     with assembled(fixture) as root:
         results = grade_part_ids(root, cfg, part_ids)
-    assert [msg for r in results.values() for msg in part_problems(r, fixture, full=False)] == []
+    problems = [msg for r in results.values() for msg in part_problems(r, fixture, full=False)]
+    assert problems == [], problems
     assert time.monotonic() - start < within_seconds
 
 

@@ -187,9 +187,11 @@ def test_the_starter_kit_checks_the_public_case_and_names_the_mistake(toy_questi
     assert check["check"]["mistakes"] == [[112, "counts bits, not bytes"]]
 
 
-def test_the_otter_zip_gets_one_case_per_part(toy_question):
-    assert toy_question["otter"] == [["9.1", 2, False]]
-    assert "check_part(shardlab_submission, '9.1')" in toy_question["otter_file"]
+def test_the_otter_zip_gets_one_case_per_case_group(toy_question):
+    # 2 points over the groups BF16 (public), the edge case and the other inputs (both hidden)
+    assert toy_question["otter"] == [["9.1", pytest.approx(2 / 3), False], ["9.1", pytest.approx(2 / 3), True],
+                                     ["9.1", pytest.approx(2 / 3), True]]
+    assert "check_part(shardlab_submission, '9.1', 2)" in toy_question["otter_file"]
 
 
 def test_the_solution_earns_full_marks_and_a_config_can_change_the_points(toy_question):
@@ -208,7 +210,9 @@ def test_the_stub_earns_nothing_and_is_told_what_to_implement(toy_question):
 
 def test_the_known_mistake_is_named(toy_question):
     bits = toy_question["graded"]["bits"]
-    assert (bits["score"], bits["max"]) == (0, 2)
-    assert bits["feedback"].startswith("4 of 5 cases failed. bytes_of(params=7, bytes_per_param=2): wrong value, "
+    # counting bits still gets 0 parameters right: 1 of the 3 case groups, a third of 2 points
+    assert (bits["score"], bits["max"]) == (pytest.approx(2 / 3), 2)
+    assert bits["feedback"].startswith("4 of 5 cases failed, in 2 of 3 case groups (BF16, other inputs): 0.666667 "
+                                       "of 2 points. bytes_of(params=7, bytes_per_param=2): wrong value, "
                                        "expected 14, got 112 [BF16] — this counts bits, not bytes | a hidden case "
-                                       "of bytes_of: wrong value — this counts bits, not bytes")
+                                       "of bytes_of (other inputs): wrong value — this counts bits, not bytes")

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from shardlab.autograder.publish.otter_export import is_hidden
+from shardlab.autograder.engine.plan import case_groups, part_cases
 from shardlab.autograder.engine.parts import Case
 from shardlab.autograder.platforms.otter import (CONFIG_FILE, ENTRY_FILE, REPORT_FILE, finalize_results,
                                                  locate_submission)
@@ -67,10 +68,17 @@ def test_zip_layout_and_test_files(autograder_zip, cfg, tmp_path):
     for q in questions():
         auto = [p for p in q.parts if p.kind == "auto"]
         tf = tests[f"q{q.number}"]
-        # one case per auto part, its points; manual parts (3 (d)) have none
-        assert [tc.name.split()[0] for tc in tf.test_cases] == [p.id for p in auto]
-        assert [tc.points for tc in tf.test_cases] == [part_points(p, cfg) for p in auto]
-        assert not any(tc.hidden for tc in tf.test_cases)   # every part has public cases
+        # one case per case group of each auto part, the part's points split evenly;
+        # manual parts (3 (d)) have none; a group is hidden when none of its cases is public
+        groups = {p.id: case_groups(part_cases(cfg, p.id)) for p in auto}
+        assert [tc.name.split()[0] for tc in tf.test_cases] == [p.id for p in auto for _ in groups[p.id]]
+        for p in auto:
+            mine = [tc for tc in tf.test_cases if tc.name.split()[0] == p.id]
+            assert sum(tc.points for tc in mine) == pytest.approx(part_points(p, cfg))
+            assert len({tc.points for tc in mine}) == 1
+            cases = part_cases(cfg, p.id)
+            assert [tc.hidden for tc in mine] == [not any(cases[k].public for k in members)
+                                                  for _, members in groups[p.id]]
     assert any(p.kind == "manual" for q in questions() for p in q.parts)
     # the visibility rule: hidden only when no case of the part is public
     assert is_hidden([Case((), False)]) and not is_hidden([Case((), False), Case((), True)])
@@ -98,13 +106,16 @@ def _otter_results(autograder_zip: Path, submission: Path, out: Path) -> dict:
     return json.loads((out / "results.json").read_text())
 
 
-def _otter_parts(out: Path) -> dict[str, tuple[bool, float, str]]:
-    """part id -> (passed, points, message), from the GradingResults `otter run -p` pickles."""
+def _otter_parts(out: Path) -> dict[str, list[tuple[bool, float, str]]]:
+    """part id -> [(passed, points, message) of each case group's otter case], from `otter run -p`'s pickle."""
     import dill
     with open(out / "results.pkl", "rb") as f:
         results = dill.load(f)
-    return {r.test_case.name.split()[0]: (r.passed, r.test_case.points, r.message)
-            for tf in results.results.values() for r in tf.test_case_results}
+    parts: dict[str, list] = {}
+    for tf in results.results.values():
+        for r in tf.test_case_results:
+            parts.setdefault(r.test_case.name.split()[0], []).append((r.passed, r.test_case.points, r.message))
+    return parts
 
 
 def _shardlab_grade(submission: Path) -> dict:
@@ -138,13 +149,15 @@ def test_otter_run_matches_shardlab_grade(autograder_zip, tmp_path, which):
         auto = [p for p in q["parts"] if p["kind"] == "auto"]
         test = next(t for name, t in otter_q.items() if name.startswith(f"Question {q['id']}:"))
         assert (test["score"], test["max_score"]) == pytest.approx((q["score"], q["max_score"] + bonus[q["id"]]))
-        for p in auto:
-            passed, points, output = otter_parts[p["id"]]
-            assert (passed, points) == (p["score"] == p["max_score"], p["max_score"]), (p["id"], output)
-            if not passed:   # our feedback alone is the failure message
-                assert "AssertionError" not in output and "Error at line" not in output, output
-                if part_probe[p["id"]] == "calls":   # gloo feedback may name a different rank per run
-                    assert output == html(p["feedback"])
+        for p in auto:     # one otter case per case group, worth the group's share
+            cases = otter_parts[p["id"]]
+            assert [(passed, points) for passed, points, _ in cases] == \
+                [(g["score"] == g["max_score"], pytest.approx(g["max_score"])) for g in p["groups"]], p["id"]
+            for passed, _, output in cases:
+                if not passed:   # our feedback alone is the failure message
+                    assert "AssertionError" not in output and "Error at line" not in output, output
+                    if part_probe[p["id"]] == "calls":   # gloo feedback may name a different rank per run
+                        assert output == html(p["feedback"])
         assert not set(otter_parts) & {p["id"] for p in q["parts"] if p["kind"] == "manual"}
     full = [p["score"] == p["max_score"] for q in ours["questions"] for p in q["parts"] if p["kind"] == "auto"]
     assert {"solutions": all(full), "stubs": not any(full)}.get(which, 0 < sum(full) < len(full))

@@ -77,8 +77,10 @@ def test_notebook_validates_and_runs_on_the_solutions(out, tmp_path):
     shutil.copytree(SOLUTIONS, tmp_path / "assignments", ignore=shutil.ignore_patterns("__pycache__"))
     NotebookClient(nb, timeout=120, kernel_name="python3",
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
-    passed = [o.text for c in code for o in c.outputs if o.get("name") == "stdout"]
-    assert len(passed) == len(code) - 1 and all("public checks passed" in t for t in passed)
+    # per cell: a busy kernel may send one print as several stream messages
+    printed = ["".join(o.text for o in c.outputs if o.get("name") == "stdout") for c in code]
+    passed = [text for text in printed if text]
+    assert len(passed) == len(code) - 1 and all("public checks passed" in t for t in passed), printed
 
 
 def test_notebook_reports_a_stub(out, tmp_path):

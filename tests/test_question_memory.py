@@ -72,8 +72,8 @@ def test_hidden_cases_do_not_reveal_inputs(cfg, submission):
         "\n\ndef activation_bytes(d_model, d_ff, num_blocks, tokens):\n"
         "    return num_blocks * max(tokens, 1) * (d_model + d_ff) * 2\n"))
     p = grade_folder(root, cfg, FAST, modules={"memory"}).part("1.3")
-    assert p.score == 0
-    assert "a hidden case of activation_bytes: wrong value" in p.feedback
+    assert p.score == 1.5                  # 2 points over 4 case groups: only the edge case's share is lost
+    assert "a hidden case of activation_bytes (edge case: tokens = 0): wrong value" in p.feedback
     assert "tokens=0" not in p.feedback and "expected" not in p.feedback
 
 

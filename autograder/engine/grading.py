@@ -1,10 +1,13 @@
 """Grade one submission: build every part's cases, run the student's calls in
 the sandbox, and score in this process from plain data.
 
-Scoring: a part earns its points when every case passes (one otter test case
-per part, all or nothing). Feedback names the part, the input and the
-expected and returned values for public cases, only the kind of failure for
-hidden ones, and the misconception when a wrong value matches a known one.
+Scoring: a part's points are split evenly over its case groups (the course
+model, a tiny model, each kind of edge case, the other inputs: a case's note,
+engine/parts.Case.group); a group earns its share when all its cases pass
+(one otter test case per group). Feedback names the part, the input and the
+expected and returned values for public cases, only the group and the kind
+of failure for hidden ones, and the misconception when a wrong value
+matches a known one.
 
 No false zeros: what the grader itself computes (a part's expected values,
 some from trusted multi-process reference runs) or runs (a probe's harness)
@@ -23,9 +26,9 @@ from pathlib import Path
 
 from shardlab.autograder.engine.answer_sheet import grade_answers
 from shardlab.autograder.engine.parts import Case, Part
-from shardlab.autograder.engine.plan import expected_or_error, part_cases
+from shardlab.autograder.engine.plan import case_groups, expected_or_error, group_points, part_cases
 from shardlab.autograder.engine.probes import PROBES
-from shardlab.autograder.engine.results import (INTERNAL_ERROR, PartResult, QuestionResult, Report,
+from shardlab.autograder.engine.results import (INTERNAL_ERROR, GroupResult, PartResult, QuestionResult, Report,
                                                 internal_error_result)
 from shardlab.autograder.engine.submission import open_submission
 from shardlab.autograder.errors import ShardlabError
@@ -54,7 +57,7 @@ def _judge_case(part: Part, case: Case, expected: list, got: list[Outcome]) -> t
     in public cases, cleaned and capped; a hidden case says only the kind of
     failure (sandbox/untrusted.py)."""
     for call, exp, out in zip(case.calls, expected, got):
-        where = call.show() if case.public else f"a hidden case of {call.function}"
+        where = call.show() if case.public else f"a hidden case of {call.function} ({case.group})"
         if out.error is not None:
             kind = untrusted.failure_kind(out.error)
             return where, untrusted.one_line(out.error) if case.public else kind, kind
@@ -80,8 +83,14 @@ def _judge_case(part: Part, case: Case, expected: list, got: list[Outcome]) -> t
 
 def score_part(part: Part, points: float, cases: list[Case], expected: list[list],
                outcomes: list[list[Outcome]]) -> PartResult:
-    judged = [(case, failure) for case, exp, got in zip(cases, expected, outcomes)
-              if (failure := _judge_case(part, case, exp, got)) is not None]
+    """The part's points split evenly over its case groups (engine/plan.case_groups):
+    a group earns its share when every one of its cases passes."""
+    failures = [_judge_case(part, case, exp, got) for case, exp, got in zip(cases, expected, outcomes)]
+    judged = [(case, failure) for case, failure in zip(cases, failures) if failure is not None]
+    named = case_groups(cases)
+    groups = [GroupResult(name, share if all(failures[k] is None for k in members) else 0.0, share,
+                          any(cases[k].public for k in members))
+              for (name, members), share in zip(named, group_points(points, len(named)))]
     public = {what for case, (_, what, _) in judged if case.public}
     kinds = {kind for _, (_, _, kind) in judged}
     if not judged:
@@ -92,12 +101,15 @@ def score_part(part: Part, points: float, cases: list[Case], expected: list[list
         feedback = f"All {len(cases)} cases failed: {next(iter(public or kinds))}"
         score = 0.0
     else:
+        score = round(points * sum(g.score == g.max_score for g in groups) / len(groups), 9)
+        missed = [g.name for g in groups if g.score < g.max_score]
         shown = [f"{where}: {what}" for _, (where, what, _) in judged[:MAX_FAILURES_SHOWN]]
         more = len(judged) - len(shown)
-        feedback = (f"{len(judged)} of {len(cases)} cases failed. " + " | ".join(shown)
+        named_missed = ", ".join(missed[:MAX_FAILURES_SHOWN]) + (", …" if len(missed) > MAX_FAILURES_SHOWN else "")
+        feedback = (f"{len(judged)} of {len(cases)} cases failed, in {len(missed)} of {len(groups)} case groups "
+                    f"({named_missed}): {score:g} of {points:g} points. " + " | ".join(shown)
                     + (f" | and {more} more" if more else ""))
-        score = 0.0
-    return PartResult(part.id, part.title, score, points, feedback, part.kind, part.bonus)
+    return PartResult(part.id, part.title, score, points, feedback, part.kind, part.bonus, groups=groups)
 
 
 def _run_probes(root: Path, cases: dict[str, list[Case]], limits: Limits) -> tuple[dict, dict, str, int]:

@@ -28,11 +28,26 @@ class Call:
         return f"{self.function}({', '.join(f'{k}={v!r}' for k, v in self.args.items())})"
 
 
+OTHER_CASES = "other inputs"     # the group of the cases without a note (mostly random inputs)
+
+
 @dataclass(frozen=True)
 class Case:
+    """One case of a part: its calls, whether its inputs and expected values
+    may be shown (public), and its note, e.g. "edge case: tokens = 0".
+
+    The note is also the case's *group*: a part's points are split evenly
+    over its groups (engine/plan.case_groups), so a missed edge case costs
+    its group's share, not the whole part. Hidden cases' feedback names the
+    group, never the inputs."""
+
     calls: tuple[Call, ...]
     public: bool
-    note: str = ""          # e.g. "edge case: tokens = 0", shown with public cases
+    note: str = ""
+
+    @property
+    def group(self) -> str:
+        return self.note or OTHER_CASES
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,22 @@ def part_cases(cfg, part_id: str) -> list[Case]:
     return part.cases(cfg, part_rng(cfg, part))
 
 
+def case_groups(cases: list[Case]) -> list[tuple[str, list[int]]]:
+    """(group name, indices of its cases) in order of first appearance: the
+    units a part's points are split over (Case.group)."""
+    groups: dict[str, list[int]] = {}
+    for k, case in enumerate(cases):
+        groups.setdefault(case.group, []).append(k)
+    return list(groups.items())
+
+
+def group_points(points: float, n: int) -> list[float]:
+    """`points` split evenly over n groups. Unrounded: a part scores
+    `points * passed / n` (grading.score_part) and otter rounds the sum of
+    its passed cases to 5 decimals, which gives the same number."""
+    return [points / n] * n if n > 0 else []
+
+
 @lru_cache(maxsize=256)
 def expected_values(cfg, part_id: str) -> list[list]:
     """The reference's values for every call of every case, case by case."""

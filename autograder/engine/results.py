@@ -45,6 +45,18 @@ def grader_version() -> str:
 
 
 @dataclass
+class GroupResult:
+    """One group of a part's cases (engine/parts.Case.group): its share of
+    the part's points, earned when all its cases pass; public when any of
+    its cases is (otter shows a hidden group only after publication)."""
+
+    name: str
+    score: float
+    max_score: float
+    public: bool
+
+
+@dataclass
 class PartResult:
     """The grade of one part.
 
@@ -52,7 +64,8 @@ class PartResult:
     points earned and possible; feedback: what the student reads; kind:
     'auto', 'manual' (graded by hand) or 'answers' (the answers.toml sheet);
     bonus: its points are not part of the question's max_score; status: 'ok'
-    or INTERNAL_ERROR (0 points, flagged for the instructor to regrade)."""
+    or INTERNAL_ERROR (0 points, flagged for the instructor to regrade);
+    groups: how the points split over the case groups (auto parts)."""
 
     id: str
     title: str
@@ -62,6 +75,7 @@ class PartResult:
     kind: str = "auto"
     bonus: bool = False
     status: str = "ok"
+    groups: list[GroupResult] = field(default_factory=list)
 
 
 @dataclass

@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import tomllib
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
@@ -33,13 +33,20 @@ class Fixture:
     description: str
     zero: tuple[str, ...]                  # part-id patterns that must score 0
     feedback: dict[str, str]               # part id -> text its feedback must contain
+    # part id -> the case groups that must fail; the part's other groups must pass, except those matching
+    # an `either` pattern (their outcome depends on the run's data, drawn with the machine's secret)
+    failing: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    either: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def modules(self) -> set[str]:
         """The student modules this fixture changes: only their questions need grading."""
         return {p.stem for p in self.folder.glob("*.py")}
 
-    def expected_score(self, part_id: str, max_score: float) -> float:
+    def expected_score(self, part_id: str, max_score: float, groups: int = 0) -> float:
+        """0 for `zero` parts, the passing groups' share for `failing` ones, else full marks."""
+        if part_id in self.failing and groups and part_id not in self.either:
+            return round(max_score * (groups - len(self.failing[part_id])) / groups, 9)
         return 0.0 if any(fnmatch.fnmatch(part_id, pat) for pat in self.zero) else max_score
 
 
@@ -48,7 +55,9 @@ def fixtures() -> list[Fixture]:
     for expect in sorted(FIXTURES.glob("*/expect.toml")):
         data = tomllib.loads(expect.read_text())
         out.append(Fixture(expect.parent.name, expect.parent, data["description"],
-                           tuple(data.get("zero", ())), dict(data.get("feedback", {}))))
+                           tuple(data.get("zero", ())), dict(data.get("feedback", {})),
+                           {k: tuple(v) for k, v in data.get("failing", {}).items()},
+                           {k: tuple(v) for k, v in data.get("either", {}).items()}))
     return out
 
 
@@ -73,8 +82,18 @@ def folder_of(source: Path) -> Iterator[Path]:
 
 def part_problems(p, fixture: Fixture | None, full: bool) -> list[str]:
     """How one PartResult differs from the declared outcome (empty when as declared)."""
-    want = (p.max_score if full else 0.0) if fixture is None else fixture.expected_score(p.id, p.max_score)
+    want = ((p.max_score if full else 0.0) if fixture is None
+            else fixture.expected_score(p.id, p.max_score, len(p.groups)))
     problems = []
+    if fixture and p.id in fixture.failing:
+        either = fixture.either.get(p.id, ())
+        failed = {g.name for g in p.groups if g.score < g.max_score}
+        free = {g.name for g in p.groups if any(fnmatch.fnmatch(g.name, pat) for pat in either)}
+        if not set(fixture.failing[p.id]) <= failed or (failed - free) != set(fixture.failing[p.id]) - free:
+            problems.append(f"{p.id}: failed the groups {sorted(failed)}, declared {sorted(fixture.failing[p.id])}"
+                            + (f" (either way: {', '.join(either)})" if either else ""))
+        if either:
+            want = round(p.max_score * sum(g.score == g.max_score for g in p.groups) / len(p.groups), 9)
     if p.score != want:
         problems.append(f"{p.id}: scored {p.score:g}, declared {want:g} ({p.feedback[:160]})")
     if fixture and p.id in fixture.feedback and fixture.feedback[p.id] not in p.feedback:

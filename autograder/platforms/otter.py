@@ -15,7 +15,7 @@ in otter's kernel:
    moves anything still there, for `otter run`, which has no prelude.
 2. The entry file calls `locate_submission()`: where `assignments/` is, and
    which course config the zip shipped.
-3. Every test case calls `check_part(handle, part_id)`. The first call grades
+3. Every test case calls `check_part(handle, part_id, group)`. The first call grades
    the whole submission with the shardlab engine (student code runs in its
    sandbox subprocesses); the report is kept in memory and written to
    `<autograder dir>/shardlab/report.json`; every case is answered from it.
@@ -120,29 +120,35 @@ def graded(handle: dict) -> dict:
     return _reports[key]
 
 
-def case_failure(report: dict, part_id: str) -> str | None:
+def case_failure(report: dict, part_id: str, group: int | None = None) -> str | None:
     """The failure message of one otter case, from the report: the part's
     shardlab feedback (hidden cases worded as in the local report), escaped
     for Gradescope, which shows it as HTML (autograder/sandbox/untrusted.py);
-    None when the part earned its points."""
+    None when the part earned its points (with `group`: when that case group
+    earned its share, engine/results.GroupResult)."""
     from shardlab.autograder.sandbox.untrusted import html
     if "error" in report:
         return html(report["error"])
     part = next((p for q in report.get("questions", []) for p in q["parts"] if p["id"] == part_id), None)
     if part is None:
         return f"shardlab: part {part_id} is not in the report (zip and engine differ)"
-    return html(part["feedback"]) if part["score"] < part["max_score"] else None
+    groups = part.get("groups") or []
+    if group is not None and group < len(groups):
+        earned = groups[group]["score"] >= groups[group]["max_score"]
+    else:       # no groups (an internal error): the part as a whole
+        earned = part["score"] >= part["max_score"]
+    return None if earned else html(part["feedback"])
 
 
-def check_part(handle: dict | None, part_id: str) -> None:
-    """One otter test case: passes when the part earned its points, else
-    raises AssertionError carrying `case_failure`."""
+def check_part(handle: dict | None, part_id: str, group: int | None = None) -> None:
+    """One otter test case: passes when the part (its case group `group`)
+    earned its points, else raises AssertionError carrying `case_failure`."""
     from shardlab.autograder.sandbox.untrusted import html
     if handle is None:
         raise AssertionError("shardlab: the entry file did not run (was it removed from the zip?)")
     if "error" in handle:
         raise AssertionError(html(handle["error"]))
-    message = case_failure(graded(handle), part_id)
+    message = case_failure(graded(handle), part_id, group)
     if message is not None:
         raise AssertionError(message)
 
