@@ -8,6 +8,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from shardlab.autograder.engine.writeup import read_writeup, written_parts
 from shardlab.autograder.engine.answer_sheet import answer_sheet
 from shardlab.autograder.questions import questions
 from shardlab.autograder.publish.render import BUCKETS_PNG, build
@@ -80,7 +81,11 @@ def test_notebook_validates_and_runs_on_the_solutions(out, tmp_path):
     # per cell: a busy kernel may send one print as several stream messages
     printed = ["".join(o.text for o in c.outputs if o.get("name") == "stdout") for c in code]
     passed = [text for text in printed if text]
-    assert len(passed) == len(code) - 1 and all("public checks passed" in t for t in passed), printed
+    assert len(passed) == len(code) - 1, printed
+    assert all("public checks passed" in t or t.startswith("saved ") for t in passed), printed
+    # each written deliverable's cell saved its (still blank) section of writeup.md
+    assert sum(t.startswith("saved ") for t in passed) == len(written_parts())
+    assert set(read_writeup(tmp_path)) == {p.id for p in written_parts()}
 
 
 def test_notebook_reports_a_stub(out, tmp_path):

@@ -31,6 +31,7 @@ from shardlab.autograder.engine.probes import PROBES
 from shardlab.autograder.engine.results import (INTERNAL_ERROR, GroupResult, PartResult, QuestionResult, Report,
                                                 internal_error_result)
 from shardlab.autograder.engine.submission import open_submission
+from shardlab.autograder.engine.writeup import read_writeup, written_feedback
 from shardlab.autograder.errors import ShardlabError
 from shardlab.autograder.questions import all_parts, check_points_config, part_points, questions
 from shardlab.autograder.sandbox import untrusted
@@ -212,10 +213,11 @@ def grade_folder(root: Path, cfg, limits: Limits = Limits(), label: str | None =
     chosen = [q for q in questions() if modules is None or q.module in modules]
     graded, output, printed = grade_parts(root, cfg, [p for q in chosen for p in q.parts if p.kind == "auto"],
                                           limits)
+    sections = read_writeup(Path(root))
     qresults = []
     for q in chosen:
         presults = [graded[part.id] if part.kind == "auto" else
-                    PartResult(part.id, part.title, 0.0, 0.0, "Graded by hand (manual question).", part.kind)
+                    PartResult(part.id, part.title, 0.0, 0.0, written_feedback(part.id, sections), part.kind)
                     for part in q.parts]
         qresults.append(QuestionResult(str(q.number), q.title, sum(p.score for p in presults),
                                        sum(p.max_score for p in presults if not p.bonus), presults))
@@ -224,8 +226,10 @@ def grade_folder(root: Path, cfg, limits: Limits = Limits(), label: str | None =
         qresults += [answers] if answers else []
     internal = [{"part": p.id, "error": p.feedback} for q in qresults for p in q.parts
                 if p.status == INTERNAL_ERROR]
+    written = {p.id: sections[p.id] for q in qresults for p in q.parts
+               if p.kind == "manual" and sections and sections.get(p.id)}
     return Report(label or str(root), sum(q.score for q in qresults), sum(q.max_score for q in qresults),
-                  qresults, output, printed, walls.describe(), internal)
+                  qresults, output, printed, walls.describe(), internal, written=written)
 
 
 def grade_path(path: str | Path, cfg, limits: Limits = Limits(), student_id=None) -> Report:

@@ -120,3 +120,11 @@ def function_part(id: str, module: str, function: str, reference: Callable, poin
                 misconceptions=tuple(Misconception(name, msg, as_alt(fn))
                                      for name, msg, fn in misconceptions),
                 description=description)
+
+
+def written_part(id: str, module: str, title: str, description: str) -> Part:
+    """A written deliverable, graded by hand from the student's writeup.md
+    (engine/writeup.py): no cases, no auto points; the report says whether
+    it was answered."""
+    return Part(id=id, title=title, module=module, points=0, cases=lambda cfg, rng: [],
+                expect=lambda case: [], kind="manual", description=description)

@@ -95,8 +95,9 @@ class Report:
     """The grade of one submission: its label (path), totals, the questions,
     what the student's code printed (capped, and the bytes it tried to
     print), the walls it ran in (sandbox/walls.py), the parts the grader
-    itself failed on ([{part, error}]: regrade these) and the grader that
-    made it (grader_version())."""
+    itself failed on ([{part, error}]: regrade these), the grader that
+    made it (grader_version()) and the written answers (engine/writeup.py:
+    the student's text, shown only through sandbox/untrusted.py)."""
 
     submission: str
     score: float
@@ -107,6 +108,7 @@ class Report:
     walls: str = ""
     internal_errors: list[dict] = field(default_factory=list)
     grader_version: str = field(default_factory=grader_version)
+    written: dict[str, str] = field(default_factory=dict)   # manual part id -> the answer in writeup.md
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -23,7 +23,7 @@ from shardlab.autograder.sandbox.untrusted import one_line
 
 MAX_UNPACKED_BYTES = MAX_BYTES
 MAX_ZIP_MEMBERS = 10_000
-SUBMITTED_FILES = ("answers.toml",)     # beside assignments/: graded by autograder/engine/answer_sheet.py
+SUBMITTED_FILES = ("answers.toml", "writeup.md")   # beside assignments/: engine/answer_sheet.py, engine/writeup.py
 
 
 def _is_plain_dir(path: Path) -> bool:

@@ -7,6 +7,9 @@ is written atomically as soon as it is known (results/<name>.json,
 feedback/<name>.md, and gradebook.csv rebuilt from all results), so an
 interrupted run loses nothing and `--resume` skips what is done.
 
+Written answers (writeup.md) are collected in written/<part id>.md, one file
+per hand-graded part holding every submission's answer, for the graders.
+
 Parts the grader itself failed on (autograder/engine/grading.py, "no false zeros")
 are listed in the gradebook's `internal_errors` column and at the top of the
 student's feedback, so the instructor can regrade them; each feedback file
@@ -26,6 +29,7 @@ import csv
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -169,4 +173,29 @@ def grade_many(paths: list[str], out: Path, config_path: str | None, jobs: int =
             if on_result:
                 on_result(name, report, skipped=False)
     write_atomic(out / "gradebook.csv", gradebook_csv(results))
+    write_written_answers(out / "written", results)
     return results
+
+
+def _fenced(text: str) -> str:
+    """Untrusted text as a Markdown code block no line of it can close."""
+    text = untrusted.block(text, 20_000)
+    fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
+    return f"{fence}text\n{text}\n{fence}"
+
+
+def write_written_answers(folder: Path, results: dict[str, dict]) -> list[Path]:
+    """One file per hand-graded part (engine/writeup.py): every submission's
+    answer from its writeup.md, or that it has none, for the graders."""
+    from shardlab.autograder.engine.writeup import written_parts
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for part in written_parts():
+        lines = [f"# {part.id} {part.title}", "", f"_{part.description}_", ""]
+        for name in sorted(results):
+            answer = (results[name].get("written") or {}).get(part.id)
+            lines += [f"## {name}", "", _fenced(answer) if answer else "_no answer_", ""]
+        path = folder / f"{part.id}.md"
+        write_atomic(path, "\n".join(lines))
+        written.append(path)
+    return written

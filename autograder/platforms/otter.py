@@ -35,6 +35,7 @@ is the kernel's working folder.
 """
 from __future__ import annotations
 
+import html as _html
 import json
 import os
 import shutil
@@ -42,6 +43,7 @@ import sys
 from pathlib import Path
 
 from shardlab.autograder.engine.submission import find_assignments, open_submission
+from shardlab.autograder.sandbox.untrusted import block
 
 ENTRY_FILE = "shardlab_otter_entry.py"
 CONFIG_FILE = "shardlab-course.toml"      # at the zip's root: <autograder dir>/source/
@@ -50,6 +52,7 @@ REPORT_FILE = Path("shardlab") / "report.json"
 _OTTER_OWN = {ENTRY_FILE, "tests", "__init__.py"}   # what otter itself puts in submission/
 
 _reports: dict[str, dict] = {}
+WRITTEN_CAP = 8000          # characters of a written answer shown on Gradescope (the file is there in full)
 
 
 def question_file_title(question_id: str, title: str) -> str:
@@ -221,7 +224,7 @@ def gradescope_results(results: dict, report: dict, settings) -> dict:
         question = questions.get(test.get("name"))
         if question is not None:
             test["max_score"] = question["max_score"]
-            test["output"] = question_output(question)
+            test["output"] = question_output(question, report.get("written") or {})
         elif "error" in report:              # the submission could not be graded: why, once
             test["output"] = html(report["error"])
         test["output_format"] = "simple_format"
@@ -233,10 +236,11 @@ def gradescope_results(results: dict, report: dict, settings) -> dict:
     return results
 
 
-def question_output(question: dict) -> str:
+def question_output(question: dict, written: dict[str, str] | None = None) -> str:
     """One line per part, as the local report says it: mark, part, points,
     then shardlab's feedback (hidden cases say only the kind of failure),
-    escaped for Gradescope's simple_format."""
+    escaped for Gradescope's simple_format; under a hand-graded part, the
+    student's answer from writeup.md (`written`), for the graders."""
     from shardlab.autograder.engine.results import INTERNAL_ERROR
     from shardlab.autograder.sandbox.untrusted import html
     lines = []
@@ -248,6 +252,8 @@ def question_output(question: dict) -> str:
                     "✅" if p["score"] >= p["max_score"] else "❌")
             points = f"{p['score']:g} / {p['max_score']:g}" + (" bonus" if p.get("bonus") else "")
         lines.append(f"{mark} {html(p['id'])} {html(p['title'])} ({points}): {html(p['feedback'])}")
+        if (written or {}).get(p["id"]):
+            lines.append(_html.escape(block(written[p["id"]], WRITTEN_CAP), quote=False))
     return "\n".join(lines)
 
 

@@ -1,7 +1,8 @@
 """The handout's other formats: HTML through markdown-it-py (CommonMark plus
 tables), and a Jupyter notebook built with nbformat: the handout's Markdown
-split into one cell per section, and after each task's heading a code cell
-that imports the student's module and runs that task's public checks
+split into one cell per section, after each task's heading a code cell
+that imports the student's module and runs that task's public checks, and
+for each written deliverable a cell that saves the answer in writeup.md
 (engine/comparison.py, inlined in the first code cell: the grader's own
 comparison rules)."""
 from __future__ import annotations
@@ -59,6 +60,24 @@ def run_checks(module, cases):
     if failures:
         raise AssertionError("\\n".join(failures))
     print(f"all {{len(json.loads(cases))}} public checks passed")
+
+
+def write_answer(part_id, text):
+    """Put your written answer to `part_id` under its heading in writeup.md (hand it in)."""
+    import re
+    path = os.path.join(os.getcwd(), "writeup.md")
+    old = open(path, encoding="utf-8").read() if os.path.exists(path) else "# Written answers\\n"
+    heading = re.compile(r"^## +" + re.escape(part_id) + r"\\b[^\\n]*$", re.M)
+    found = heading.search(old)
+    if found is None:
+        new = old.rstrip("\\n") + f"\\n\\n## {{part_id}}\\n\\n{{text.strip()}}\\n"
+    else:
+        following = re.compile(r"^## ", re.M).search(old, found.end())
+        end = following.start() if following else len(old)
+        new = old[:found.end()] + f"\\n\\n{{text.strip()}}\\n\\n" + old[end:]
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(new.rstrip("\\n") + "\\n")
+    print(f"saved {{part_id}} in writeup.md ({{len(text.split())}} words)")
 '''
 
 _SECTION = re.compile(r"^(?=#{2,3} )", re.M)
@@ -84,6 +103,12 @@ def notebook(cfg, handout_md: str, checks: dict) -> nbformat.NotebookNode:
                 f"Fill it in in `assignments/{q.module}.py`, then run the public checks:"))
             cells.append(nbformat.v4.new_code_cell(
                 f"run_checks({q.module!r}, r'''{json.dumps(cases)}''')"))
+        for part in (p for p in q.parts if p.kind == "manual"):      # engine/writeup.py
+            cells.append(nbformat.v4.new_markdown_cell(
+                f"**Written {part.id}** {part.title}: {part.description}. Write it below; the cell saves it "
+                "under its heading in `writeup.md`, which you hand in beside `assignments/`."))
+            cells.append(nbformat.v4.new_code_cell(
+                f'write_answer({part.id!r}, """\n(your answer here)\n""")'))
     cells.insert(1, nbformat.v4.new_code_cell(SETUP.format(helper=helper)))
     nb.cells = cells
     nbformat.validate(nb)

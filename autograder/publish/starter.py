@@ -20,6 +20,7 @@ import json
 import zipfile
 from pathlib import Path
 
+from shardlab.autograder.engine.writeup import WRITEUP_FILE, writeup_template
 from shardlab.autograder.engine import comparison
 from shardlab.autograder.engine.comparison import Compare
 from shardlab.autograder.engine.parts import Part
@@ -130,6 +131,7 @@ def kit_files(cfg, handout_md: str) -> dict[str, str]:
             + (GLOO_TESTS.format(autograder_only=gloo) if gloo else ""))
     files["pyproject.toml"] = KIT_PYPROJECT.format(name="shardlab-starter-kit")
     files["README.md"] = _readme(cfg, every_gloo)
+    files[WRITEUP_FILE] = writeup_template()
     files["handout.md"] = handout_md
     files["handout.ipynb"] = notebook_json(cfg, handout_md, checks)
     return files

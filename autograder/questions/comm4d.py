@@ -4,7 +4,7 @@ from __future__ import annotations
 from shardlab.autograder.engine.casegen import model_shapes
 from dataclasses import dataclass
 
-from shardlab.autograder.engine.parts import EXACT_INT, REAL, Call, Case, Compare, Part, function_part
+from shardlab.autograder.engine.parts import EXACT_INT, REAL, Call, Case, Compare, Part, function_part, written_part
 from shardlab.autograder.questions import Question
 from shardlab.reference import comm4d as ref
 from shardlab.reference.specs import HARDWARE
@@ -212,10 +212,10 @@ REAL_RUN = Part(
                  "W_out[F_Y, D_X] on a 2 x 2 gloo mesh, every collective traced per mesh axis: "
                  "block_collective_bytes must equal the measured volumes"))
 
-FREE_RESPONSE = Part(
-    id="3.7", title="(d) a smaller batch, still compute bound", module=M, points=0,
-    cases=lambda cfg, rng: [], expect=lambda case: [], kind="manual",
-    description="free response, graded by hand: a paragraph backed by references or equations")
+WRITTEN_B = written_part("3.b", M, "(b) written: when is the mesh compute bound?",
+                         "in writeup.md, graded by hand: your calculation and a one-sentence answer to (b)")
+FREE_RESPONSE = written_part("3.7", M, "(d) a smaller batch, still compute bound",
+                             "in writeup.md, graded by hand: a paragraph backed by references or equations")
 
 QUESTION = Question(number=3, module=M, title="4D communication accounting", template="comm4d.md.j2",
-                    parts=PARTS + (FREE_RESPONSE, REAL_RUN), worked=ref.worked)
+                    parts=PARTS + (WRITTEN_B, FREE_RESPONSE, REAL_RUN), worked=ref.worked)

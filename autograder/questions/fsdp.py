@@ -12,7 +12,8 @@ import math
 
 from shardlab.autograder.engine.rank_comparison import RankCheck, StatesMatch
 from shardlab.autograder.sandbox.gloo.seeds import data_seed
-from shardlab.autograder.engine.parts import REAL, Call, Case, Compare, Misconception, Part, function_part
+from shardlab.autograder.engine.parts import (REAL, Call, Case, Compare, Misconception, Part, function_part,
+                                               written_part)
 from shardlab.autograder.questions import Question
 from shardlab.reference import fsdp as ref
 from shardlab.reference.specs import FP32_BYTES, HARDWARE
@@ -299,5 +300,10 @@ RUN_PARTS = (
               bonus=True),
 )
 
+WRITTEN = (
+    written_part("2.a", M, "(a) written: one layer as the FSDP unit",
+                 "in writeup.md, graded by hand: your calculations and a one-sentence answer to (a)"),
+)
+
 QUESTION = Question(number=2, module=M, title="FSDP", template="fsdp.md.j2",
-                    parts=ANALYTIC + RUN_PARTS, worked=ref.worked)
+                    parts=ANALYTIC + RUN_PARTS + WRITTEN, worked=ref.worked)

@@ -4,7 +4,8 @@ from __future__ import annotations
 import math
 
 from shardlab.autograder.engine.casegen import model_shapes
-from shardlab.autograder.engine.parts import EXACT_INT, REAL, Call, Case, Compare, Part, function_part
+from shardlab.autograder.engine.parts import (EXACT_INT, REAL, Call, Case, Compare, Part, function_part,
+                                               written_part)
 from shardlab.autograder.questions import Question
 from shardlab.reference import memory as ref
 from shardlab.reference.memory_measure import measure_training_step
@@ -177,5 +178,12 @@ REAL_RUN = Part(
                  "must equal param_count, training_state_bytes and activation_bytes"),
 )
 
+WRITTEN = (
+    written_part("1.a", M, "(a) written: one device's worth",
+                 "in writeup.md, graded by hand: your calculation and a one-sentence answer to (a)"),
+    written_part("1.b", M, "(b) written: sharding with FSDP",
+                 "in writeup.md, graded by hand: your calculation and a one-sentence answer to (b)"),
+)
+
 QUESTION = Question(number=1, module=M, title="Memory accounting", template="memory.md.j2",
-                    parts=PARTS + (REAL_RUN,), worked=ref.worked)
+                    parts=PARTS + (REAL_RUN, *WRITTEN), worked=ref.worked)

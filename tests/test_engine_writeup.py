@@ -1,0 +1,85 @@
+"""writeup.md, the written answers: from the starter kit's blank file, through
+grading (each hand-graded part answered, with its word count, or missing),
+to the batch's one file per part for the graders and Gradescope's output."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from shardlab.autograder.engine.grading import grade_folder
+from shardlab.autograder.engine.writeup import (MAX_WRITEUP_BYTES, WRITEUP_FILE, read_writeup, writeup_template,
+                                               written_feedback, written_parts)
+from shardlab.autograder.platforms.batch import write_written_answers
+from shardlab.autograder.platforms.otter import question_output
+from shardlab.autograder.publish.starter import kit_files
+from shardlab.autograder.sandbox.process import Limits
+
+FAST = Limits(call_seconds=2.0, import_seconds=30.0)
+# docs/spec.md's written deliverables: 1 (a), 1 (b), 2 (a), 3 (b) and the free response 3 (d), task 3.7
+WRITTEN_IDS = ["1.a", "1.b", "2.a", "3.b", "3.7"]
+
+
+def _fill(template: str, answers: dict[str, str]) -> str:
+    for part_id, text in answers.items():
+        head = next(line for line in template.splitlines() if line.startswith(f"## {part_id} "))
+        start = template.index(head)
+        blank = template.index("(your answer here)", start)
+        template = template[:blank] + text + template[blank + len("(your answer here)"):]
+    return template
+
+
+@pytest.mark.pure
+def test_the_kit_carries_one_section_per_written_part(cfg):
+    kit = kit_files(cfg, "# handout\n")
+    assert kit[WRITEUP_FILE] == writeup_template()
+    assert [p.id for p in written_parts()] == WRITTEN_IDS
+    assert [line.split()[1] for line in kit[WRITEUP_FILE].splitlines() if line.startswith("## ")] == WRITTEN_IDS
+
+
+@pytest.mark.pure
+def test_reading_strips_prompts_and_placeholders_and_counts_words(tmp_path):
+    (tmp_path / WRITEUP_FILE).write_text(_fill(writeup_template(), {"1.a": "Four hundred and two devices."}))
+    sections = read_writeup(tmp_path)
+    assert sections == {"1.a": "Four hundred and two devices.", "1.b": "", "2.a": "", "3.b": "", "3.7": ""}
+    assert written_feedback("1.a", sections) == "Graded by hand. Answered in writeup.md (5 words)."
+    assert "is empty" in written_feedback("1.b", sections)
+    assert "no writeup.md" in written_feedback("1.a", read_writeup(tmp_path / "nowhere"))
+
+
+@pytest.mark.pure
+def test_a_linked_or_huge_writeup_is_not_followed_or_read_whole(tmp_path):
+    secret = tmp_path / "secret.md"
+    secret.write_text("## 1.a\nthe answer key\n")
+    (tmp_path / "sub").mkdir()
+    os.symlink(secret, tmp_path / "sub" / WRITEUP_FILE)
+    assert read_writeup(tmp_path / "sub") is None
+    (tmp_path / WRITEUP_FILE).write_text("## 1.a\n" + "word " * MAX_WRITEUP_BYTES)
+    assert len(read_writeup(tmp_path)["1.a"].split()) < MAX_WRITEUP_BYTES / 5 + 1
+
+
+@pytest.mark.sandbox
+def test_written_answers_round_trip_from_kit_to_graders(cfg, submission, tmp_path):
+    """Two students: one answers 1 (a) in the kit's writeup.md, one hands in none.
+    The reports say so; the batch collects both for the graders; Gradescope's
+    output shows the answer, escaped."""
+    root = submission()
+    (root / WRITEUP_FILE).write_text(_fill(writeup_template(), {"1.a": "It needs <b>many</b> devices."}))
+    answered = grade_folder(root, cfg, FAST, modules={"memory"}).to_dict()
+    (root / WRITEUP_FILE).unlink()
+    silent = grade_folder(root, cfg, FAST, modules={"memory"}).to_dict()
+    by_id = {p["id"]: p for p in answered["questions"][0]["parts"]}
+    # words are whitespace-separated: "It", "needs", "<b>many</b>", "devices."
+    assert by_id["1.a"]["feedback"] == "Graded by hand. Answered in writeup.md (4 words)."
+    assert "is empty" in by_id["1.b"]["feedback"] and by_id["1.a"]["kind"] == "manual"
+    assert answered["written"] == {"1.a": "It needs <b>many</b> devices."} and silent["written"] == {}
+    assert "no writeup.md" in {p["id"]: p for p in silent["questions"][0]["parts"]}["1.a"]["feedback"]
+
+    files = write_written_answers(tmp_path / "written", {"ada": {**answered, "status": "ok"},
+                                                          "bob": {**silent, "status": "ok"}})
+    text = (tmp_path / "written" / "1.a.md").read_text()
+    assert len(files) == len(WRITTEN_IDS)
+    assert "## ada\n\n```text\nIt needs <b>many</b> devices.\n```" in text and "## bob\n\n_no answer_" in text
+
+    shown = question_output(answered["questions"][0], answered["written"])
+    assert "It needs &lt;b&gt;many&lt;/b&gt; devices." in shown and "<b>" not in shown
