@@ -40,9 +40,11 @@ def is_communication_bound(tokens: int, unit_params: int, p: int, alpha: float, 
 
 def max_devices_before_comm_bound(tokens: int, unit_params: int, alpha: float, beta: float,
                                   flops_per_second: float, bytes_per_param: int = 2) -> float:
-    """Task 2.4. Largest real p with
-    alpha * log2(p) <= (2 * tokens / C - b / beta) * unit_params, i.e.
-    p = 2 ** (right side / alpha). Return 1.0 when the right side is <= 0 and
+    """Task 2.4. The largest real device count p at which the next unit's
+    all-gather (unit_params * bytes_per_param bytes, over p devices) still
+    takes no longer than this unit's forward: solve for p yourself from
+    Tasks 2.1 and 2.2 (log base 2). Return 1.0 when even p = 1 leaves
+    communication binding (the bandwidth term alone exceeds the forward) and
     math.inf when p is past float range. Returns a float.
     """
     raise NotImplementedError("Task 2.4: max_devices_before_comm_bound")
@@ -50,8 +52,8 @@ def max_devices_before_comm_bound(tokens: int, unit_params: int, alpha: float, b
 
 def min_tokens_to_hide_allgather(unit_params: int, p: int, alpha: float, beta: float,
                                  flops_per_second: float, bytes_per_param: int = 2) -> float:
-    """Task 2.5. Tokens per device at which one unit's forward takes as long as
-    the next unit's all-gather: C/2 * (alpha * log2(p) / unit_params + b / beta).
+    """Task 2.5. Tokens per device at which one unit's forward takes exactly as
+    long as the next unit's all-gather over p devices (a real number).
     Returns a float (tokens).
     """
     raise NotImplementedError("Task 2.5: min_tokens_to_hide_allgather")
@@ -59,9 +61,9 @@ def min_tokens_to_hide_allgather(unit_params: int, p: int, alpha: float, beta: f
 
 def step_comm_bytes(num_params: int, p: int, bytes_per_param: int = 2) -> float:
     """Task 2.6. Bytes each rank receives in one training step under full
-    sharding: an all-gather in forward, an all-gather in backward and a
-    reduce-scatter of the gradients, each moving (p-1)/p of the parameters:
-    3 * (p-1)/p * num_params * bytes_per_param. Returns a float (bytes).
+    sharding of num_params parameters of bytes_per_param bytes over p ranks:
+    count every collective of a step (forward, backward, gradients) and what
+    each brings to one rank. Returns a float (bytes).
     """
     raise NotImplementedError("Task 2.6: step_comm_bytes")
 

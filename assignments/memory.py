@@ -53,9 +53,9 @@ def fsdp_bytes_per_device(state_bytes: float, activation_bytes: float, n_fsdp: i
     are sharded over n_fsdp devices.
 
     The training state is sharded; every second layer's activations are
-    sharded, the other half are replicated on every device:
-    (state + act/2) / n_fsdp + act/2. activation_bytes is for the tokens one
-    device processes. Returns a float (bytes).
+    sharded, the other half are replicated on every device.
+    activation_bytes is for the tokens one device processes. Returns a
+    float (bytes).
     """
     raise NotImplementedError("Task 1.5: fsdp_bytes_per_device")
 
@@ -63,8 +63,7 @@ def fsdp_bytes_per_device(state_bytes: float, activation_bytes: float, n_fsdp: i
 def min_fsdp_degree(state_bytes: int, activation_bytes: int, device_bytes: int):
     """Task 1.6. Smallest FSDP degree n >= 1 with
     fsdp_bytes_per_device(state_bytes, activation_bytes, n) < device_bytes
-    (strictly less), or None when no n fits because the replicated half of
-    the activations alone fills the device (act/2 >= device_bytes).
+    (strictly less), or None when no degree fits, however large.
     Returns an int or None.
     """
     raise NotImplementedError("Task 1.6: min_fsdp_degree")
@@ -74,9 +73,8 @@ def zero_bytes_per_device(num_params: int, stage: int, n_dp: int) -> float:
     """Task 1.7. Bytes per device for mixed-precision AdamW under ZeRO.
 
     BF16 weights (2 bytes/param), BF16 gradients (2) and K = 12 bytes/param of
-    optimizer state (FP32 master weights and two moments), P = num_params:
-    stage 0: 16P; stage 1 shards the optimizer state: 4P + 12P/n_dp;
-    stage 2 also the gradients: 2P + 14P/n_dp; stage 3 everything: 16P/n_dp.
-    Returns a float (bytes).
+    optimizer state (FP32 master weights and two moments). Stage 0 shards
+    nothing; stage 1 shards the optimizer state over n_dp devices; stage 2
+    also the gradients; stage 3 also the weights. Returns a float (bytes).
     """
     raise NotImplementedError("Task 1.7: zero_bytes_per_device")

@@ -61,9 +61,10 @@ def test_declared_feedback_is_specific(cfg):
     by_name = {f.name: f for f in fixtures()}
     with assembled(by_name["gib_for_gb"]) as root:
         p = grade_folder(root, cfg, FAST, modules={"memory"}).part("1.4")
-    # a public case names the input, expected and returned values and the misconception
-    assert "devices_needed(total_bytes=3589451808768, device_bytes=80000000000)" in p.feedback
-    assert "expected 45, got 42" in p.feedback and "GiB" in p.feedback
+    # a public case names the input, expected and returned values and the misconception:
+    # 250e9 bytes on 80e9-byte devices need ceil(3.125) = 4; as GiB, 250e9 / 2^30 = 232.8 "GB" / 80 -> 3
+    assert "devices_needed(total_bytes=250000000000, device_bytes=80000000000)" in p.feedback
+    assert "expected 4, got 3" in p.feedback and "GiB" in p.feedback
 
 
 def test_hidden_cases_do_not_reveal_inputs(cfg, submission):

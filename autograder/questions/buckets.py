@@ -53,7 +53,7 @@ def _model_args(rng, k):
 def _overhead_args(cfg, rng):
     b = cfg.buckets
     yield dict(model_bytes=b.model_bytes, bandwidth=b.bandwidth, call_overhead=b.call_overhead,
-               num_buckets=1), True, "the course numbers, one bucket"
+               num_buckets=1), False, "the course numbers, one bucket"
     yield dict(model_bytes=b.model_bytes, bandwidth=b.bandwidth, call_overhead=b.call_overhead,
                num_buckets=25), True, "the course numbers, 25 buckets"
     for args in _model_args(rng, 6):
@@ -62,8 +62,9 @@ def _overhead_args(cfg, rng):
 
 def _optimum_args(cfg, rng):
     b = cfg.buckets
-    yield dict(model_bytes=b.model_bytes, bandwidth=b.bandwidth, call_overhead=b.call_overhead), True, \
+    yield dict(model_bytes=b.model_bytes, bandwidth=b.bandwidth, call_overhead=b.call_overhead), False, \
         "the course numbers"
+    yield dict(model_bytes=10**8, bandwidth=10**9, call_overhead=10**-4), True, ""
     for args in _model_args(rng, 6):
         yield args, False, ""
 

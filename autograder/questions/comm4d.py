@@ -27,6 +27,10 @@ def _course(cfg):
     return cfg.model, mesh, mesh.device.flops_per_second, mesh.device.ici_bytes_per_second
 
 
+# a public example mesh and model: the course's give the handout's answers, so their cases are hidden
+EXAMPLE = dict(d_model=8192, d_ff=32768, x=4, y=16, m_x=1, m_y=1)
+
+
 def _flops_args(cfg, rng):
     m = cfg.model
     yield (dict(tokens=cfg.tokens_per_device, d_model=m.d_model, d_ff=m.d_ff, num_blocks=m.num_blocks),
@@ -40,7 +44,9 @@ def _flops_args(cfg, rng):
 def _math_args(cfg, rng):
     m, mesh, c, _ = _course(cfg)
     yield (dict(tokens=16 * 4096, d_model=m.d_model, d_ff=m.d_ff, n_devices=mesh.n, flops_per_second=c),
-           True, f"the course model on the course mesh (N = {mesh.n})")
+           False, f"the course model on the course mesh (N = {mesh.n})")
+    yield (dict(tokens=16 * 4096, d_model=EXAMPLE["d_model"], d_ff=EXAMPLE["d_ff"], n_devices=64,
+                flops_per_second=c), True, "")
     yield dict(tokens=1, d_model=m.d_model, d_ff=m.d_ff, n_devices=1, flops_per_second=c), False, "edge case: N = 1"
     for d, f, _ in model_shapes(rng, 5):
         mesh_args, c, _ = _mesh(rng)
@@ -50,7 +56,8 @@ def _math_args(cfg, rng):
 
 def _fsdp_args(cfg, rng):
     m, mesh, _, w = _course(cfg)
-    yield dict(d_model=m.d_model, d_ff=m.d_ff, y=mesh.y, w_ici=w, m_x=mesh.m_x), True, "the course mesh"
+    yield dict(d_model=m.d_model, d_ff=m.d_ff, y=mesh.y, w_ici=w, m_x=mesh.m_x), False, "the course mesh"
+    yield dict(d_model=EXAMPLE["d_model"], d_ff=EXAMPLE["d_ff"], y=EXAMPLE["y"], w_ici=w, m_x=1), True, ""
     yield dict(d_model=m.d_model, d_ff=m.d_ff, y=1, w_ici=w, m_x=1), False, "edge case: Y = 1, one mesh axis"
     for d, f, _ in model_shapes(rng, 5):
         mesh_args, _, w = _mesh(rng)
@@ -59,7 +66,8 @@ def _fsdp_args(cfg, rng):
 
 def _tp_args(cfg, rng):
     m, mesh, _, w = _course(cfg)
-    yield dict(tokens=16 * 4096, d_model=m.d_model, x=mesh.x, w_ici=w, m_y=mesh.m_y), True, "the course mesh"
+    yield dict(tokens=16 * 4096, d_model=m.d_model, x=mesh.x, w_ici=w, m_y=mesh.m_y), False, "the course mesh"
+    yield dict(tokens=16 * 4096, d_model=EXAMPLE["d_model"], x=EXAMPLE["x"], w_ici=w, m_y=1), True, ""
     yield dict(tokens=16 * 4096, d_model=m.d_model, x=mesh.x, w_ici=w, m_y=2), True, "Y collectives over 2 mesh axes"
     for d, _, _ in model_shapes(rng, 5):
         mesh_args, _, w = _mesh(rng)
@@ -71,8 +79,12 @@ def _min_batch_args(cfg, rng):
     m, mesh, c, w = _course(cfg)
     course = dict(d_model=m.d_model, d_ff=m.d_ff, x=mesh.x, y=mesh.y, flops_per_second=c, w_ici=w,
                   m_x=mesh.m_x, m_y=mesh.m_y)
-    yield course, True, "the course mesh, default convention (overlapped)"
-    yield {**course, "overlap": False}, True, "the course mesh, comms summed"
+    yield course, False, "the course mesh, default convention (overlapped)"
+    yield {**course, "overlap": False}, False, "the course mesh, comms summed"
+    example = dict(d_model=EXAMPLE["d_model"], d_ff=EXAMPLE["d_ff"], x=EXAMPLE["x"], y=EXAMPLE["y"],
+                   flops_per_second=c, w_ici=w, m_x=EXAMPLE["m_x"], m_y=EXAMPLE["m_y"])   # signature order
+    yield example, True, ""
+    yield {**example, "overlap": False}, True, ""
     # Y large enough that Y·C > F·W·M_Y: TP comms grow with B as fast as the math
     y_never = 2 * int(m.d_ff * w * mesh.m_y / c) + 2
     yield {**course, "y": y_never}, True, f"edge case: Y = {y_never}, the TP comms never hide"
@@ -92,7 +104,7 @@ def _volume_args(cfg, rng):
     yield dict(tokens=8, d_model=8, d_ff=24, x=2, y=2), True, "a tiny model on a 2 x 2 mesh"
     if m.d_ff % mesh.y == 0:
         yield (dict(tokens=mesh.n * 256, d_model=m.d_model, d_ff=m.d_ff, x=mesh.x, y=mesh.y),
-               True, "the course model on the course mesh")
+               False, "the course model on the course mesh")
     yield dict(tokens=12, d_model=8, d_ff=24, x=3, y=2, bytes_per_value=4), False, "FP32 values"
     yield dict(tokens=4, d_model=16, d_ff=16, x=1, y=1), False, "edge case: a 1 x 1 mesh"
     for d, f, _ in model_shapes(rng, 5):

@@ -39,10 +39,14 @@ def _course(cfg):
     return f, unit, f.device.flops_per_second
 
 
+EXAMPLE_UNIT = 4096 * 16384     # a public example layer: the course's layer gives the handout's answers
+
+
 def _allgather_args(cfg, rng):
     f, unit, _ = _course(cfg)
     for net, p in ((f.intra, f.intra_devices), (f.inter, f.inter_devices)):
-        yield dict(unit_bytes=2 * unit, p=p, alpha=net.alpha, beta=net.beta), True, f"one layer, {net.name}"
+        yield dict(unit_bytes=2 * unit, p=p, alpha=net.alpha, beta=net.beta), False, f"one layer, {net.name}"
+        yield dict(unit_bytes=2 * EXAMPLE_UNIT, p=p, alpha=net.alpha, beta=net.beta), True, ""
     yield dict(unit_bytes=2 * unit, p=1, alpha=f.inter.alpha, beta=f.inter.beta), False, "edge case: p = 1"
     for a in _network_args(cfg, rng, 5):
         yield dict(unit_bytes=2 * a["unit"], p=rng.choice([2, 3, 8, 48, 1024]), alpha=a["alpha"],
@@ -51,7 +55,8 @@ def _allgather_args(cfg, rng):
 
 def _forward_args(cfg, rng):
     f, unit, c = _course(cfg)
-    yield dict(tokens=f.tokens_per_device, unit_params=unit, flops_per_second=c), True, "one layer"
+    yield dict(tokens=f.tokens_per_device, unit_params=unit, flops_per_second=c), False, "one layer"
+    yield dict(tokens=f.tokens_per_device, unit_params=EXAMPLE_UNIT, flops_per_second=c), True, ""
     yield dict(tokens=0, unit_params=unit, flops_per_second=c), False, "edge case: no tokens"
     for a in _network_args(cfg, rng, 4):
         yield dict(tokens=rng.randint(1, 2**20), unit_params=a["unit"], flops_per_second=a["flops"]), False, ""
@@ -61,7 +66,9 @@ def _bound_args(cfg, rng):
     f, unit, c = _course(cfg)
     for net, p in ((f.intra, f.intra_devices), (f.inter, f.inter_devices)):
         yield (dict(tokens=f.tokens_per_device, unit_params=unit, p=p, alpha=net.alpha, beta=net.beta,
-                    flops_per_second=c, bytes_per_param=2), True, f"one layer, {net.name}")
+                    flops_per_second=c, bytes_per_param=2), False, f"one layer, {net.name}")
+        yield (dict(tokens=f.tokens_per_device, unit_params=EXAMPLE_UNIT, p=p, alpha=net.alpha, beta=net.beta,
+                    flops_per_second=c, bytes_per_param=2), True, "")
     for a in _network_args(cfg, rng, 8):
         yield (dict(tokens=rng.randint(1, 2**16), unit_params=a["unit"], p=rng.choice([2, 8, 64, 512]),
                     alpha=a["alpha"], beta=a["beta"], flops_per_second=a["flops"],
@@ -72,9 +79,11 @@ def _max_devices_args(cfg, rng):
     f, unit, c = _course(cfg)
     net = f.inter
     yield (dict(tokens=f.tokens_per_device, unit_params=unit, alpha=net.alpha, beta=net.beta,
-                flops_per_second=c, bytes_per_param=2), True, "one layer, inter-node (the bandwidth term binds)")
+                flops_per_second=c, bytes_per_param=2), False, "one layer, inter-node (the bandwidth term binds)")
     yield (dict(tokens=4 * f.tokens_per_device, unit_params=unit, alpha=net.alpha, beta=net.beta,
-                flops_per_second=c, bytes_per_param=2), True, "one layer, inter-node, 4x the tokens")
+                flops_per_second=c, bytes_per_param=2), False, "one layer, inter-node, 4x the tokens")
+    yield (dict(tokens=4 * f.tokens_per_device, unit_params=EXAMPLE_UNIT, alpha=net.alpha, beta=net.beta,
+                flops_per_second=c, bytes_per_param=2), True, "")
     yield (dict(tokens=f.tokens_per_device, unit_params=unit, alpha=f.intra.alpha, beta=f.intra.beta,
                 flops_per_second=c, bytes_per_param=2), False, "edge case: past float range")
     # rhs = (2*10/1e6 - 2/1e6) * 1000 = 0.018; alpha = 0.002 -> p = 2**9 = 512
@@ -89,7 +98,9 @@ def _min_tokens_args(cfg, rng):
     f, unit, c = _course(cfg)
     for net, p in ((f.intra, f.intra_devices), (f.inter, f.inter_devices)):
         yield (dict(unit_params=unit, p=p, alpha=net.alpha, beta=net.beta, flops_per_second=c,
-                    bytes_per_param=2), True, f"one layer, {net.name}")
+                    bytes_per_param=2), False, f"one layer, {net.name}")
+        yield (dict(unit_params=EXAMPLE_UNIT, p=p, alpha=net.alpha, beta=net.beta, flops_per_second=c,
+                    bytes_per_param=2), True, "")
     for a in _network_args(cfg, rng, 5):
         yield (dict(unit_params=a["unit"], p=rng.choice([2, 8, 64, 4096]), alpha=a["alpha"], beta=a["beta"],
                     flops_per_second=a["flops"], bytes_per_param=rng.choice([2, 4])), False, "")
@@ -98,7 +109,8 @@ def _min_tokens_args(cfg, rng):
 def _step_bytes_args(cfg, rng):
     m = cfg.model
     p_all = 2 * m.d_model * m.d_ff * m.num_blocks
-    yield dict(num_params=p_all, p=cfg.fsdp.inter_devices, bytes_per_param=2), True, "the course model"
+    yield dict(num_params=p_all, p=cfg.fsdp.inter_devices, bytes_per_param=2), False, "the course model"
+    yield dict(num_params=10**9, p=8, bytes_per_param=2), True, ""
     yield dict(num_params=p_all, p=1, bytes_per_param=2), False, "edge case: one device"
     for _ in range(5):
         yield (dict(num_params=rng.randint(1, 10**12), p=rng.randint(2, 4096), bytes_per_param=rng.choice([2, 4])),
