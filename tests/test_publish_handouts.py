@@ -96,3 +96,14 @@ def test_notebook_reports_a_stub(out, tmp_path):
     with pytest.raises(CellExecutionError, match="Task 1.1"):
         NotebookClient(nb, timeout=120, kernel_name="python3",
                        resources={"metadata": {"path": str(tmp_path / "starter-kit")}}).execute()
+
+
+def test_a_pipe_in_a_description_stays_in_its_table_cell(cfg):
+    """2.7 and 4.5 state their tolerance with |w|: the HTML row keeps four cells, the text whole."""
+    import re
+    from shardlab.autograder.publish.formats import to_html
+    from shardlab.autograder.publish.render import render_markdown
+    page = to_html(render_markdown(cfg, False), "handout")
+    for task in ("2.7", "4.5"):
+        row = re.search(rf"<tr>\s*<td>{re.escape(task)}</td>(.*?)</tr>", page, re.S).group(1)
+        assert row.count("<td>") == 3 and "1e-4·|w|)" in row, row
