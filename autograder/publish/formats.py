@@ -98,9 +98,10 @@ def notebook(cfg, handout_md: str, checks: dict) -> nbformat.NotebookNode:
         q = next(q for q in questions() if str(q.number) == number)
         for part_id, cases in checks.get(number, {}).items():
             part = next(p for p in q.parts if p.id == part_id)
+            todo = (f"Fill it in in `assignments/{q.module}.py`, then run the public checks:" if part.function
+                    else "It checks your functions above against a real run; run it once they pass:")
             cells.append(nbformat.v4.new_markdown_cell(
-                f"**Task {part_id}** `{part.title}`: {part.description}. "
-                f"Fill it in in `assignments/{q.module}.py`, then run the public checks:"))
+                f"**Task {part_id}** `{part.title}`: {part.description}. {todo}"))
             cells.append(nbformat.v4.new_code_cell(
                 f"run_checks({q.module!r}, r'''{json.dumps(cases)}''')"))
         for part in (p for p in q.parts if p.kind == "manual"):      # engine/writeup.py

@@ -141,7 +141,7 @@ ANALYTIC = (
                                    lambda t, u, c: t * u / c),),
                   description="one unit's forward time"),
     function_part("2.3", M, "is_communication_bound", ref.is_communication_bound, 1, _bound_args,
-                  Compare("exact"), description="does the next all-gather outlast this forward?"),
+                  Compare("exact"), description="does the next all-gather take at least as long as this forward?"),
     function_part("2.4", M, "max_devices_before_comm_bound", ref.max_devices_before_comm_bound, 2,
                   _max_devices_args, REAL,
                   misconceptions=(("natural log", "matches e ** (...): log2(p) inverts to 2 ** (...)",
