@@ -91,7 +91,8 @@ def _student_material(cfg, student=None) -> dict[str, str]:
     nb = json.loads(notebook_json(cfg, md, public_checks(cfg)))
     out = {"handout.md": md, "handout.html": to_html(md, cfg.assignment_name),
            "handout.ipynb": "\n".join("".join(c["source"]) for c in nb["cells"])}
-    out.update({f"kit/{path}": text for path, text in kit_files(cfg, md).items() if path != "handout.ipynb"})
+    out.update({f"kit/{path}": text for path, text in kit_files(cfg, md).items()
+                if path != "handout.ipynb" and isinstance(text, str)})     # figures: their alt text is in md
     return out
 
 

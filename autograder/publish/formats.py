@@ -7,6 +7,7 @@ for each written deliverable a cell that saves the answer in writeup.md
 comparison rules)."""
 from __future__ import annotations
 
+import base64
 import html
 import inspect
 import json
@@ -16,6 +17,7 @@ import nbformat
 from markdown_it import MarkdownIt
 
 from shardlab.autograder.engine import comparison
+from shardlab.autograder.publish.diagrams import document_figures
 from shardlab.autograder.questions import questions
 
 PAGE = """<!DOCTYPE html>
@@ -83,15 +85,34 @@ def write_answer(part_id, text):
 _SECTION = re.compile(r"^(?=#{2,3} )", re.M)
 
 
+def _markdown_cell(text: str, figures: dict[str, bytes]) -> nbformat.NotebookNode:
+    """A markdown cell whose figures travel inside it (cell attachments), so the
+    notebook shows them wherever it is opened."""
+    attachments = {}
+
+    def attach(m: re.Match) -> str:
+        path = m.group(2)
+        if path not in figures:
+            return m.group(0)
+        name = path.rsplit("/", 1)[-1]
+        attachments[name] = {"image/png": base64.b64encode(figures[path]).decode()}
+        return f"![{m.group(1)}](attachment:{name})"
+    cell = nbformat.v4.new_markdown_cell(re.sub(r"!\[([^\]]*)\]\(([^)\s]+)\)", attach, text))
+    if attachments:
+        cell.attachments = attachments
+    return cell
+
+
 def notebook(cfg, handout_md: str, checks: dict) -> nbformat.NotebookNode:
     """One markdown cell per handout section; a check cell per locally checked task."""
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     helper = inspect.getsource(comparison).split('"""', 2)[2].strip()
     cells = []
+    figures = {path: png for path, _, png in document_figures(cfg, False).values()}
     for section in _SECTION.split(handout_md):
         if section.strip():
-            cells.append(nbformat.v4.new_markdown_cell(section.strip()))
+            cells.append(_markdown_cell(section.strip(), figures))
         if not cells or not section.startswith("## Question"):
             continue
         number = section.split()[2]

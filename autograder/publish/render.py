@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from shardlab.autograder.publish.diagrams import document_figures
 from shardlab.autograder.publish.figures import MEMORY_PNG, memory_breakdown_png
 from shardlab.autograder.publish.formats import notebook_json, to_html
 from shardlab.autograder.publish.jinja import environment
@@ -28,7 +29,25 @@ def context(cfg, solutions: bool, figures: dict | None = None, student: dict | N
             points=sum(part_points(p, cfg) for p in q.parts if not p.bonus),
             bonus=sum(part_points(p, cfg) for p in q.parts if p.bonus),
         ))
-    return dict(cfg=cfg, questions=qs, solutions=solutions, figures=figures or {}, student=student)
+    diagrams = document_figures(cfg, solutions)
+
+    def figure(name: str) -> str:
+        """A diagram's Markdown image (publish/diagrams.py); empty when this document has none of that name."""
+        if name not in diagrams:
+            return ""
+        path, alt, _ = diagrams[name]
+        return f"![{alt}]({path})"
+    return dict(cfg=cfg, questions=qs, solutions=solutions, figures=figures or {}, student=student, figure=figure)
+
+
+def write_figures(cfg, out: Path, solutions: bool) -> list[Path]:
+    """The document's diagrams next to it (out/figures/*.png)."""
+    written = []
+    for path, _, png in document_figures(cfg, solutions).values():
+        (out / path).parent.mkdir(parents=True, exist_ok=True)
+        (out / path).write_bytes(png)
+        written.append(out / path)
+    return written
 
 
 def render_markdown(cfg, solutions: bool, figures: dict | None = None, student: dict | None = None) -> str:
@@ -42,7 +61,7 @@ def write_handout(cfg, out: Path, student: dict | None = None) -> list[Path]:
     md = render_markdown(cfg, False, student=student)
     (out / "handout.md").write_text(md, encoding="utf-8")
     (out / "handout.html").write_text(to_html(md, cfg.assignment_name), encoding="utf-8")
-    return [out / "handout.md", out / "handout.html"]
+    return [out / "handout.md", out / "handout.html", *write_figures(cfg, out, False)]
 
 
 def build(cfg, out: Path) -> list[Path]:
@@ -59,6 +78,6 @@ def build(cfg, out: Path) -> list[Path]:
     (out / "solutions.md").write_text(solutions, encoding="utf-8")
     (out / "solutions.html").write_text(to_html(solutions, f"{cfg.assignment_name}: solutions"),
                                         encoding="utf-8")
-    written += [out / "solutions.md", out / "solutions.html", out / MEMORY_PNG]
+    written += [out / "solutions.md", out / "solutions.html", out / MEMORY_PNG, *write_figures(cfg, out, True)]
     written.append(build_starter_kit(cfg, md, out))
     return written

@@ -25,6 +25,7 @@ from shardlab.autograder.engine import comparison
 from shardlab.autograder.engine.comparison import Compare
 from shardlab.autograder.engine.parts import Part
 from shardlab.autograder.engine.plan import part_plan
+from shardlab.autograder.publish.diagrams import document_figures
 from shardlab.autograder.publish.formats import notebook_json
 from shardlab.autograder.publish.jinja import environment
 from shardlab.autograder.publish.stubs import generated_stubs
@@ -115,8 +116,8 @@ def _readme(cfg, autograder_only: dict[str, str]) -> str:
         cfg=cfg, questions=questions(), autograder_only=autograder_only)
 
 
-def kit_files(cfg, handout_md: str) -> dict[str, str]:
-    """Path in the kit -> text."""
+def kit_files(cfg, handout_md: str) -> dict[str, str | bytes]:
+    """Path in the kit -> text (or a figure's PNG bytes)."""
     checks = public_checks(cfg)
     files = {f"assignments/{name}": text for name, text in generated_stubs().items()}
     files["tests/shardlab_check.py"] = inspect.getsource(comparison)
@@ -132,6 +133,7 @@ def kit_files(cfg, handout_md: str) -> dict[str, str]:
     files["pyproject.toml"] = KIT_PYPROJECT.format(name="shardlab-starter-kit")
     files["README.md"] = _readme(cfg, every_gloo)
     files[WRITEUP_FILE] = writeup_template()
+    files.update({path: png for path, _, png in document_figures(cfg, False).values()})   # the handout's
     files["handout.md"] = handout_md
     files["handout.ipynb"] = notebook_json(cfg, handout_md, checks)
     return files
