@@ -4,7 +4,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint stubs check clean
+.PHONY: demo test test-fast lint stubs check clean browser
 
 $(STAMP): pyproject.toml setup.py constraints.txt
 	$(PY) -m venv $(VENV)
@@ -15,13 +15,20 @@ $(STAMP): pyproject.toml setup.py constraints.txt
 demo: $(STAMP)
 	$(BIN)/shardlab demo
 
-# Everything CI runs (.ci/run): the linter, then every tier of tests.
-test: lint
+# Everything CI runs (.ci/run): the linter, then every tier of tests (one renders the HTML
+# handout in Chromium: `browser` installs Debian's when it is missing and we are root).
+test: lint browser
 	$(BIN)/python -m pytest -q
 
 # The pure tier only (no sandbox, no gloo, no subprocess): seconds, for the edit-test loop.
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m pure
+
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  { [ "$$(id -u)" = 0 ] && { timeout 600 apt-get install -y --no-install-recommends chromium >/dev/null || \
+	    { apt-get update -qq && timeout 600 apt-get install -y --no-install-recommends chromium >/dev/null; }; }; } || \
+	  { echo "make browser: Chromium is missing; install it (apt-get install chromium) and rerun"; exit 1; }
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -1,10 +1,10 @@
 """The handout's other formats: HTML through markdown-it-py (CommonMark plus
-tables), and a Jupyter notebook built with nbformat: the handout's Markdown
-split into one cell per section, after each task's heading a code cell
-that imports the student's module and runs that task's public checks, and
-for each written deliverable a cell that saves the answer in writeup.md
-(engine/comparison.py, inlined in the first code cell: the grader's own
-comparison rules)."""
+tables, and `$...$` math turned into MathML at build time), and a Jupyter
+notebook built with nbformat: the handout's Markdown split into one cell
+per section, after each task's heading a code cell that imports the
+student's module and runs that task's public checks (engine/comparison.py,
+inlined in the first code cell: the grader's own comparison rules), and for
+each written deliverable a cell that saves the answer in writeup.md."""
 from __future__ import annotations
 
 import base64
@@ -15,6 +15,7 @@ import re
 
 import nbformat
 from markdown_it import MarkdownIt
+from mdit_py_plugins.dollarmath import dollarmath_plugin
 
 from shardlab.autograder.engine import comparison
 from shardlab.autograder.publish.diagrams import document_figures
@@ -37,10 +38,22 @@ code {{ background: #f3f3f3; }} img {{ max-width: 100%; }}
 """
 
 
+def mathml(latex: str, options: dict) -> str:
+    """LaTeX math as MathML, made here at build time: the page needs no script
+    and no network to show it (every current browser renders MathML)."""
+    from latex2mathml.converter import convert
+    try:
+        return convert(latex, display="block" if options.get("display_mode") else "inline")
+    except Exception:  # noqa: BLE001 - a formula the converter cannot read stays readable as text
+        return f"<code>{html.escape(latex)}</code>"
+
+
 def to_html(markdown: str, title: str) -> str:
-    """A standalone HTML page of the Markdown (raw HTML in the source is escaped)."""
-    body = MarkdownIt("commonmark", {"html": False}).enable("table").render(markdown)
-    return PAGE.format(title=html.escape(title), body=body)
+    """A standalone HTML page of the Markdown (raw HTML in the source is
+    escaped); `$...$` and `$$...$$` math becomes MathML."""
+    md = MarkdownIt("commonmark", {"html": False}).enable("table").use(
+        dollarmath_plugin, allow_digits=False, allow_space=False, renderer=mathml)
+    return PAGE.format(title=html.escape(title), body=md.render(markdown))
 
 
 SETUP = '''\
