@@ -36,3 +36,18 @@ def test_the_html_handout_renders_math_and_figures_offline(cfg, tmp_path):
     assert "$\\alpha" not in dom and "<code>\\" not in dom            # nothing left unconverted
     images = re.findall(r'<img src="([^"]+)" alt="([^"]+)"', dom)
     assert len(images) == 3 and all((tmp_path / src).is_file() for src, _ in images)
+
+
+def test_the_html_solutions_show_every_figure(cfg, tmp_path):
+    """The solutions page: the memory chart and the four diagrams to scale, all loaded from beside it."""
+    from shardlab.autograder.publish.render import build
+    assert BROWSER, "Chromium is missing: run `make browser` (apt-get install chromium) first"
+    build(cfg, tmp_path)
+    page = tmp_path / "solutions.html"
+    dom = subprocess.run([BROWSER, *FLAGS, "--dump-dom", page.as_uri()], capture_output=True, text=True,
+                         timeout=120).stdout
+    images = re.findall(r'<img src="([^"]+)" alt="([^"]+)"', dom)
+    assert len(images) == 5 and all((tmp_path / src).is_file() for src, _ in images), images
+    assert {src.rsplit("/", 1)[-1] for src, _ in images} >= {
+        "solutions-fsdp_timeline.png", "solutions-mesh.png", "solutions-ddp_buckets.png",
+        "solutions-bucket_overhead.png"}
