@@ -8,6 +8,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from shardlab.autograder.publish.mathtext import to_tex
 from shardlab.autograder.engine.writeup import read_writeup, written_parts
 from shardlab.autograder.engine.answer_sheet import answer_sheet
 from shardlab.autograder.questions import questions
@@ -34,11 +35,11 @@ def test_every_derivation_in_the_solutions_is_the_reference(out, cfg):
     assert len(shown) >= 25
     for quantity, rest, result in shown:
         w = worked[result]
-        assert (quantity, rest) == (w.quantity, f"{w.formula} = {w.substituted}")
+        assert (quantity, rest) == (w.quantity, f"${to_tex(w.formula)}$ = {w.substituted}")   # typeset formula
     # and every number a student is asked for is among them
     for items in answer_sheet(cfg).values():
         for w in items.values():
-            assert f"**{w.quantity}**: {w.formula} = {w.substituted} = **{w.shown}**" in solutions
+            assert f"**{w.quantity}**: ${to_tex(w.formula)}$ = {w.substituted} = **{w.shown}**" in solutions
 
 
 def test_known_default_answers(out):

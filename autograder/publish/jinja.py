@@ -6,12 +6,16 @@ from __future__ import annotations
 import jinja2
 
 from shardlab.autograder import content
+from shardlab.autograder.publish.mathtext import to_tex
 
 TEMPLATES = content.folder("templates")
 
 
 def environment() -> jinja2.Environment:
-    """Templates under templates/; an undefined name is an error, never blank text."""
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES),
-                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                              trim_blocks=True, lstrip_blocks=True)
+    """Templates under templates/; an undefined name is an error, never blank text.
+    The filter `tex` turns a reference formula into LaTeX (publish/mathtext.py)."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES),
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                             trim_blocks=True, lstrip_blocks=True)
+    env.filters["tex"] = to_tex
+    return env
