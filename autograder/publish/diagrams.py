@@ -114,9 +114,10 @@ def _draw_mesh(cfg, to_scale: bool):
     ax.text(-0.6, -rows / 2 + 0.9, "X (FSDP / data):\nall-gather W_in, W_out", ha="right", va="center",
             fontsize=9, color=COMPUTE)
     if to_scale:
-        volumes = _worked(cfg, 3)["volumes"].value
-        lines = [f"X × Y = {x} × {y} chips (drawn up to 6 × 6)", "bytes per chip, one block's forward:"]
-        lines += [f"  {k}: {v:,}" for k, v in volumes.items()]
+        lines = [f"X × Y = {x} × {y} chips (drawn up to 6 × 6)"]
+        volumes = _worked(cfg, 3).get("volumes")      # absent when no batch is compute bound
+        if volumes is not None:
+            lines += ["bytes per chip, one block's forward:"] + [f"  {k}: {v:,}" for k, v in volumes.value.items()]
         ax.text(cols + 0.3, 0.5, "\n".join(lines), va="top", fontsize=8, family="monospace")
     ax.set_xlim(-3.2, cols + (5.5 if to_scale else 0.5))
     ax.set_ylim(-rows, 2)
