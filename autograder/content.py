@@ -36,3 +36,18 @@ def repository() -> Path | None:
     """The source tree (the folder holding pyproject.toml), or None when
     shardlab runs from an installed wheel."""
     return ROOT if (ROOT / "pyproject.toml").is_file() else None
+
+
+def torch_version() -> str:
+    """The torch release every environment installs ("2.13.0"): constraints.txt's
+    pin in the source tree, else the installed torch's version (without a
+    local build label such as "+cpu"). The autograder zip asks for its CPU
+    build, the starter kit for the same release."""
+    import re
+    from importlib import metadata
+    root = repository()
+    if root is not None and (root / "constraints.txt").is_file():
+        pin = re.search(r"^torch==([\w.]+)", (root / "constraints.txt").read_text(), re.M)
+        if pin:
+            return pin.group(1)
+    return metadata.version("torch").split("+")[0]

@@ -70,3 +70,19 @@ def test_a_known_mistake_is_named(kit, tmp_path):
         "def training_state_bytes(num_params):\n    return 12 * num_params\n")
     r = kit_pytest(tmp_path / "kit")
     assert "matches 12 bytes/param" in r.stdout
+
+
+def test_setup_is_two_commands_with_the_grader_s_cpu_torch(kit):
+    """The kit declares torch pinned to the course's release (constraints.txt, read here
+    on its own) and its README installs the CPU build from PyTorch's index, then tests."""
+    import re
+    import tomllib
+    from shardlab.autograder import content
+    root, _ = kit
+    pin = re.search(r"^torch==([\w.]+)", (content.ROOT / "constraints.txt").read_text(), re.M).group(1)
+    declared = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert f"torch=={pin}" in declared and any(d.startswith("pytest") for d in declared)
+    readme = (root / "README.md").read_text()
+    assert ("python3 -m venv .venv && .venv/bin/pip install -e . "
+            "--extra-index-url https://download.pytorch.org/whl/cpu\n   .venv/bin/pytest\n") in readme
+    assert "WSL2" in readme

@@ -48,7 +48,7 @@ import sys
 import tempfile
 import zipfile
 from dataclasses import dataclass
-from importlib import metadata, resources
+from importlib import resources
 from pathlib import Path
 
 from shardlab.autograder import content
@@ -222,14 +222,8 @@ def test_file_source(title: str, cases: list[OtterCase]) -> str | None:
 
 
 def torch_requirement() -> str:
-    """torch as pinned by constraints.txt (else as installed), the CPU build."""
-    pin = None
-    constraints = REPO / "constraints.txt"
-    if constraints.is_file():
-        m = re.search(r"^torch==([\w.]+)", constraints.read_text(), re.M)
-        pin = m and m.group(1)
-    pin = pin or metadata.version("torch").split("+")[0]
-    return f"torch=={pin}+cpu"
+    """torch as pinned for every environment (content.torch_version), the CPU build."""
+    return f"torch=={content.torch_version()}+cpu"
 
 
 def build_wheel(dest: Path) -> Path:

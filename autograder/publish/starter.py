@@ -20,6 +20,7 @@ import json
 import zipfile
 from pathlib import Path
 
+from shardlab.autograder import content
 from shardlab.autograder.engine.writeup import WRITEUP_FILE, writeup_template
 from shardlab.autograder.engine import comparison
 from shardlab.autograder.engine.comparison import Compare
@@ -36,7 +37,12 @@ KIT_PYPROJECT = """\
 name = "{name}"
 version = "0.1.0"
 requires-python = ">=3.11"
-dependencies = ["torch", "pytest"]
+# torch pinned to the grader's release; install the CPU build as README.md says (an unpinned
+# torch on Linux pulls a multi-GB CUDA build)
+dependencies = ["torch=={torch}", "numpy", "pytest>=8"]   # numpy: torch warns without it
+
+[tool.setuptools]
+packages = []        # nothing to install from this folder but the dependencies (tests find assignments/)
 
 [tool.pytest.ini_options]
 pythonpath = [".", "tests"]
@@ -130,7 +136,7 @@ def kit_files(cfg, handout_md: str) -> dict[str, str | bytes]:
         files[f"tests/test_q{q.number}_{q.module}.py"] = (
             TEST_FILE.format(number=q.number, title=q.title)
             + (GLOO_TESTS.format(autograder_only=gloo) if gloo else ""))
-    files["pyproject.toml"] = KIT_PYPROJECT.format(name="shardlab-starter-kit")
+    files["pyproject.toml"] = KIT_PYPROJECT.format(name="shardlab-starter-kit", torch=content.torch_version())
     files["README.md"] = _readme(cfg, every_gloo)
     files[WRITEUP_FILE] = writeup_template()
     files.update({path: png for path, _, png in document_figures(cfg, False).values()})   # the handout's
