@@ -41,7 +41,8 @@ def context(cfg, solutions: bool, figures: dict | None = None, student: dict | N
 
 
 def write_figures(cfg, out: Path, solutions: bool) -> list[Path]:
-    """The document's diagrams next to it (out/figures/*.png)."""
+    """The document's diagrams next to it: out/figures/*.png for the handout, out/solutions-figures/*.png
+    for the solutions (publish/diagrams.figure_file)."""
     written = []
     for path, _, png in document_figures(cfg, solutions).values():
         (out / path).parent.mkdir(parents=True, exist_ok=True)
