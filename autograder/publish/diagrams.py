@@ -33,6 +33,7 @@ from typing import Callable
 COMPUTE, COMM, OVERHEAD, EXPOSED = "#4c72b0", "#dd8452", "#8c564b", "#c44e52"
 LIGHT = "#e8eef6"
 DPI = 110
+MESH_INCH = 0.55         # inches per chip in the mesh
 
 
 @dataclass(frozen=True)
@@ -50,9 +51,14 @@ def _plt():
     return plt
 
 
-def _worked(cfg, number: int) -> dict:
+@lru_cache(maxsize=8)
+def _answer_key(cfg) -> dict:
     from shardlab.autograder.questions import answer_key
-    return answer_key(cfg)[str(number)]
+    return answer_key(cfg)
+
+
+def _worked(cfg, number: int) -> dict:
+    return _answer_key(cfg)[str(number)]
 
 
 def _fits(ax, text: str, length: float, span: float, fontsize: float) -> bool:
@@ -178,7 +184,10 @@ def _draw_mesh(cfg, to_scale: bool):
     x, y = (cfg.mesh.x, cfg.mesh.y) if to_scale else (5, 4)
     rows, cols = min(x, 6), min(y, 6)
     volumes = _worked(cfg, 3).get("volumes") if to_scale else None   # absent when no batch is compute bound
-    fig, ax = plt.subplots(figsize=(8.6, 5.0), dpi=DPI)
+    left, right = -0.2, cols + 7.0
+    bottom, top = -rows + (0.2 if rows < x else 0.8), 3.6 if volumes is not None else 2.9
+    fig, ax = plt.subplots(figsize=(MESH_INCH * (right - left), MESH_INCH * (top - bottom)), dpi=DPI)
+    fig.subplots_adjust(left=0, right=1, top=1, bottom=0)
     for r in range(rows):                       # row r: X coordinate r; column c: Y coordinate c
         for c in range(cols):
             ax.add_patch(Rectangle((c + 0.1, -r + 0.1), 0.8, 0.8, facecolor=LIGHT, edgecolor="#7f8fa6", lw=1))
@@ -214,18 +223,17 @@ def _draw_mesh(cfg, to_scale: bool):
         note = [f"X × Y = {x} × {y} = {cfg.mesh.n} {cfg.mesh.device.name} chips"
                 + (f" (drawn: {rows} × {cols})" if (rows, cols) != (x, y) else "")]
         if volumes is not None:
-            note.append(f"bytes per chip for one block's forward at {_worked(cfg, 3)['whole'].shown}")
+            note.append(f"bytes per chip for one block's forward\nat {_worked(cfg, 3)['whole'].shown}")
         ax.text(cols + 0.85, -rows + 1, "\n".join(note), va="bottom", ha="left", fontsize=8.5, color="#333333")
     else:
         ax.text(cols + 0.85, -rows + 1, "each square: one chip", va="bottom", ha="left", fontsize=9,
                 color="#555555")
-    ax.set_xlim(-0.2, cols + 7.2 if to_scale else cols + 6.2)
-    ax.set_ylim(-rows + (0.2 if rows < x else 0.8), 3.6 if volumes is not None else 2.9)
+    ax.set_xlim(left, right)
+    ax.set_ylim(bottom, top)
     ax.set_aspect("equal")
     ax.set_xticks([])
     ax.set_yticks([])
     ax.axis("off")
-    fig.subplots_adjust(left=0.02, right=0.98, top=0.98, bottom=0.02)
     return fig
 
 
@@ -275,8 +283,8 @@ def _draw_ddp(cfg, to_scale: bool):
     if exposed is not None and not math.isclose(tail - end, exposed, rel_tol=1e-9):
         raise AssertionError(f"the DDP timeline's tail {tail - end} is not the reference's overhead {exposed}")
     span = tail * scale
-    fig, ax = plt.subplots(figsize=(8.4, 2.9), dpi=DPI)
-    fig.subplots_adjust(left=0.12, right=0.98, top=0.74 if to_scale else 0.8, bottom=0.15)
+    fig, ax = plt.subplots(figsize=(8.4, 3.1 if to_scale else 2.9), dpi=DPI)
+    fig.subplots_adjust(left=0.12, right=0.98, top=0.7 if to_scale else 0.8, bottom=0.15)
     ax.set_xlim(-0.01 * span, 1.01 * span)
     _timeline_axes(ax, ["backward", "all-reduce"], to_scale)
     _bars(ax, 0, [(s * scale, d * scale, [f"bucket {k + 1}", f"{k + 1}"]) for k, (s, d) in enumerate(compute)],
@@ -293,7 +301,8 @@ def _draw_ddp(cfg, to_scale: bool):
     ax.set_ylim(-0.6, 1.95)
     if to_scale:
         ax.set_title(f"s = {b.model_bytes:,} bytes in {n_b} buckets, w = {sci(b.bandwidth)} bytes/s, "
-                     f"o = {b.call_overhead * 1e6:g} µs; a bucket's backward drawn as long as its transfer",
+                     f"o = {b.call_overhead * 1e6:g} µs\n"
+                     "(the cost model: a bucket's backward takes as long as its transfer)",
                      fontsize=9, loc="left", pad=14)
     _legend(fig, [ax], 1.0)
     return fig
@@ -321,8 +330,8 @@ def _draw_overhead(cfg, to_scale: bool):
     best = ref.optimal_num_buckets(s, bw, o)
     n = np.logspace(0, math.log10(max(best, 1.0) * 30), 300)
     cost = np.array([ref.ddp_overhead_seconds(s, bw, o, float(k)) for k in n])
-    fig, ax = plt.subplots(figsize=(7.6, 3.9), dpi=DPI)
-    fig.subplots_adjust(left=0.12, right=0.97, top=0.9, bottom=0.3)
+    fig, ax = plt.subplots(figsize=(7.6, 4.3), dpi=DPI)
+    fig.subplots_adjust(left=0.11, right=0.97, top=0.92, bottom=0.33)
     ax.plot(n, cost, color=COMM, lw=2.2, label="overhead n_b·o + s / (n_b·w)")
     ax.plot(n, n * o, ls=":", color="gray", label="calls' overhead n_b·o")
     ax.plot(n, s / (n * bw), ls="--", color="gray", label="exposed transfer s / (n_b·w)")
@@ -331,7 +340,7 @@ def _draw_overhead(cfg, to_scale: bool):
     best_cost = ref.ddp_overhead_seconds(s, bw, o, best)
     ax.axvline(best, color=EXPOSED, lw=0.8, ls="-.")
     ax.plot([best], [best_cost], "o", color=EXPOSED, ms=8, gid="optimum",
-            label=f"optimum: {w['n_opt'].shown} of {w['b_opt'].shown}, {w['overhead_opt'].shown}")
+            label=f"optimum: {w['n_opt'].shown} of {w['b_opt'].shown},\noverhead {w['overhead_opt'].shown}")
     ax.set_xscale("log")
     ax.set_yscale("log")
     plain = FuncFormatter(lambda v, _: f"{v:g}")        # no mathtext: plain labels draw faster
@@ -381,7 +390,7 @@ def diagram_png(cfg, name: str, to_scale: bool) -> bytes:
     plt = _plt()
     fig = DIAGRAMS[name].draw(cfg, to_scale)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", metadata={"Software": None}, bbox_inches="tight", pad_inches=0.12)
+    fig.savefig(buf, format="png", metadata={"Software": None})     # one draw: the margins are set by hand
     plt.close(fig)
     return buf.getvalue()
 
