@@ -15,7 +15,8 @@ reference: its worked answers, `questions.answer_key`, or its functions).
   the reference's optimum.
 
 `DIAGRAMS` is the registry: name, the students' alt text (None: solutions
-only), the solutions' alt text (from the config) and `draw(cfg, to_scale)`.
+only), the solutions' alt text (from the config) and `draw(cfg, to_scale)`;
+a schematic takes nothing from the config (it is drawn with cfg = None).
 Templates place a figure with `{{ figure("name") }}` (publish/render.py);
 the students' files go to `figures/`, the solutions' to
 `solutions-figures/`, so the folder beside a handout never holds an answer;
@@ -270,8 +271,9 @@ def _draw_ddp(cfg, to_scale: bool):
     plt = _plt()
     from shardlab.reference import buckets as ref
     from shardlab.reference.derivation import sci
-    b, n_b = cfg.buckets, DDP_BUCKETS
+    n_b = DDP_BUCKETS
     if to_scale:
+        b = cfg.buckets
         overhead = b.call_overhead
         transfer = ref.ddp_overhead_seconds(b.model_bytes, b.bandwidth, 0.0, n_b)    # s / (n_b · w)
         exposed = ref.ddp_overhead_seconds(b.model_bytes, b.bandwidth, b.call_overhead, n_b)
@@ -384,9 +386,14 @@ DIAGRAMS = {d.name: d for d in (
 )}
 
 
-@lru_cache(maxsize=64)
 def diagram_png(cfg, name: str, to_scale: bool) -> bytes:
-    """The PNG bytes of a diagram (drawn once per config and version)."""
+    """The PNG bytes of a diagram: to scale, drawn once per config; schematic, once (it takes nothing
+    from the config, so every student's handout of a roster shares it)."""
+    return _png(cfg if to_scale else None, name, to_scale)
+
+
+@lru_cache(maxsize=64)
+def _png(cfg, name: str, to_scale: bool) -> bytes:
     plt = _plt()
     fig = DIAGRAMS[name].draw(cfg, to_scale)
     buf = io.BytesIO()
