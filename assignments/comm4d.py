@@ -39,7 +39,7 @@ def fsdp_comm_seconds(d_model: int, d_ff: int, y: int, w_ici: float, m_x: int) -
     """Task 3.3. Seconds of FSDP communication for one block's forward: the
     all-gather over X of this chip's W_in[D, F_Y] and W_out[F_Y, D] (BF16),
     over M_X mesh axes of bidirectional links of w_ici bytes/s each.
-    Returns a float (seconds); it does not depend on the batch.
+    Returns a float (seconds).
     """
     raise NotImplementedError("Task 3.3: fsdp_comm_seconds")
 

@@ -15,8 +15,10 @@ from torch import nn
 
 
 def allgather_seconds(unit_bytes: float, p: int, alpha: float, beta: float) -> float:
-    """Task 2.1. Seconds to all-gather one unit of unit_bytes bytes over p devices:
-    alpha * log2(p) + unit_bytes / beta, and 0 when p = 1.
+    """Task 2.1. Seconds to all-gather one unit of unit_bytes bytes over p devices
+    in the alpha-beta model: alpha * log2(p) + unit_bytes / beta. For p = 1
+    there is nothing to gather and the whole time is 0 (the unit_bytes / beta
+    term too). Returns a float (seconds).
     """
     # BEGIN SOLUTION
     if p <= 1:
@@ -28,8 +30,9 @@ def allgather_seconds(unit_bytes: float, p: int, alpha: float, beta: float) -> f
 
 
 def forward_seconds(tokens: int, unit_params: int, flops_per_second: float) -> float:
-    """Task 2.2. Seconds of one unit's forward over `tokens` tokens: 2 FLOPs per
-    parameter per token, 2 * tokens * unit_params / flops_per_second.
+    """Task 2.2. Seconds of one unit's forward: its matmul on `tokens` tokens
+    with the unit's unit_params weights, at flops_per_second (count the FLOPs
+    from the handout's convention for a matmul). Returns a float (seconds).
     """
     # BEGIN SOLUTION
     flops = 2.0 * tokens * unit_params
@@ -40,7 +43,8 @@ def forward_seconds(tokens: int, unit_params: int, flops_per_second: float) -> f
 def is_communication_bound(tokens: int, unit_params: int, p: int, alpha: float, beta: float,
                            flops_per_second: float, bytes_per_param: int = 2) -> bool:
     """Task 2.3. True when the next unit's all-gather (unit_params * bytes_per_param
-    bytes) takes at least as long as this unit's forward. Returns a bool.
+    bytes) takes at least as long as this unit's forward (equal times count as
+    communication bound). Returns a bool.
     """
     # BEGIN SOLUTION
     comm = allgather_seconds(unit_params * bytes_per_param, p, alpha, beta)
@@ -51,12 +55,13 @@ def is_communication_bound(tokens: int, unit_params: int, p: int, alpha: float, 
 
 def max_devices_before_comm_bound(tokens: int, unit_params: int, alpha: float, beta: float,
                                   flops_per_second: float, bytes_per_param: int = 2) -> float:
-    """Task 2.4. The largest real device count p at which the next unit's
-    all-gather (unit_params * bytes_per_param bytes, over p devices) still
-    takes no longer than this unit's forward: solve for p yourself from
-    Tasks 2.1 and 2.2 (log base 2). Return 1.0 when even p = 1 leaves
-    communication binding (the bandwidth term alone exceeds the forward) and
-    math.inf when p is past float range. Returns a float.
+    """Task 2.4. The device count p, a real number, at which the next unit's
+    all-gather (unit_params * bytes_per_param bytes over p devices, the
+    alpha-beta time of Task 2.1 with p real) takes exactly as long as this
+    unit's forward: beyond it, communication binds. Solve for p yourself from
+    Tasks 2.1 and 2.2 (log base 2). Return 1.0 when even at p = 1 the
+    bandwidth term alone takes at least as long as the forward, and math.inf
+    when p is past float range. Returns a float.
     """
     # BEGIN SOLUTION
     # alpha * log2(p) <= (2 * tokens / C - b / beta) * unit_params, so p = 2 ** (slack / alpha)
@@ -73,8 +78,8 @@ def max_devices_before_comm_bound(tokens: int, unit_params: int, alpha: float, b
 def min_tokens_to_hide_allgather(unit_params: int, p: int, alpha: float, beta: float,
                                  flops_per_second: float, bytes_per_param: int = 2) -> float:
     """Task 2.5. Tokens per device at which one unit's forward takes exactly as
-    long as the next unit's all-gather over p devices (a real number).
-    Returns a float (tokens).
+    long as the next unit's all-gather over p >= 2 devices (a real number,
+    not rounded). Returns a float (tokens).
     """
     # BEGIN SOLUTION
     # 2 * T * P / C = alpha * log2(p) + b * P / beta, so T = C/2 * (alpha * log2(p) / P + b / beta)
@@ -188,16 +193,21 @@ class _Unit:
 class FSDP(nn.Module):
     """Task 2.7. Fully sharded data parallel: FSDP(module, process_group=None).
 
-    Every nn.Linear of `module` is one unit. Its trainable parameters are
-    flattened into one vector, right-padded to a multiple of the world size
-    p, and each rank keeps only its 1/p shard: the shards are the parameters
-    the optimizer sees (frozen parameters stay unsharded in the module).
-    Before a unit's forward its full weights are all-gathered and freed
-    after; before its backward they are all-gathered again; its gradients
-    are reduce-scattered, averaged over ranks, into the shard's .grad.
+    Every nn.Linear of `module` with a trainable parameter is one unit. Its
+    trainable parameters are flattened (named_parameters() order) into one
+    vector, right-padded with zeros to a multiple of the world size p, and
+    each rank keeps only its 1/p shard: the shards are the parameters the
+    optimizer sees (frozen parameters and buffers stay unsharded in the
+    module). Everything is FP32, collectives included. Before a unit's
+    forward its full weights are all-gathered and freed after; before its
+    backward they are all-gathered again; its gradients are
+    reduce-scattered, averaged over ranks, into the shard's .grad.
     finish_gradient_synchronization() waits for outstanding communication;
-    full_state_dict() returns the full parameters by name (the same keys as
-    module.state_dict()). Bonus (Task 2.11): start the next unit's all-gather
+    full_state_dict() (a collective: every rank calls it) returns every
+    entry of module.state_dict() under the same names, full parameters,
+    buffers and frozen parameters included. The grader's models keep every
+    trainable parameter in an nn.Linear and tie no weights. Bonus (Task
+    2.11): start the next unit's all-gather (the next to run its forward)
     while the current unit computes.
     """
 

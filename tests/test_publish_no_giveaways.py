@@ -1,132 +1,359 @@
 """Nothing a student receives gives away what the solutions derive.
 
-The solutions print every derivation (engine: the reference's `Worked`
-items: formula, numbers substituted, result). The student material (the
-handout in md, html and notebook, for the course and for two students'
-variants, and every file of the starter kit: stubs, README, public cases,
-writeup.md) must contain none of the derived expressions and none of the
-derived numbers. Given numbers (the course config's) may appear; so may the
-definitions the problem gives, listed below with the reason.
+The solutions print every derivation: the reference's `Worked` items
+(`questions.answer_key`), each a formula, the numbers substituted and the
+result. What a student receives is the handout (md, html, notebook) and the
+starter kit (stubs, README, public cases, tests, writeup.md, the handout
+again), for the course as built by `shardlab build`, and each student's
+handout and blank answers.toml as written by `build --roster` (two variants).
+None of it may contain
+
+- a derived expression: each side of each Worked formula, compared after
+  normalising the markup it could take (plain text as the reference writes
+  it, the LaTeX the `tex` filter makes of it, the text of its MathML in the
+  HTML; spaces, multiplication dots, braces and subscript marks dropped);
+- a derived number: each Worked value and each number in its substituted
+  numbers and result that the course config does not give, found among the
+  numbers of the text whatever their format (thousands separators, 1.2e+11,
+  1.2 × 10^11, MathML's split digits) and unit (bytes or GB, TB, MiB;
+  seconds or ms, µs), at the precision the text prints (3 significant digits
+  or more; a derived integer of two digits or more exactly);
+- a derived result stated in words (DERIVED_IN_WORDS).
+
+Numbers the config gives (model shape, hardware constants, mesh, networks,
+bucket model, tokens) may appear, and so may the definitions the problem
+gives (the alpha-beta cost of a collective, a matmul's FLOPs, the
+compute-bound criterion, the bucket cost model), which no Worked formula is.
+The last tests show that the same scan finds the derivations in the
+solutions (md and html), so a normalisation that missed a markup would fail
+here rather than pass quietly.
 """
 from __future__ import annotations
 
 import dataclasses
+import html
 import json
 import math
 import numbers
 import re
+import zipfile
+from pathlib import Path
 
 import pytest
 
-from shardlab.autograder.engine.variants import variant_config
-from shardlab.autograder.publish.formats import notebook_json, to_html
-from shardlab.autograder.publish.render import render_markdown
-from shardlab.autograder.publish.starter import kit_files, public_checks
+from shardlab.autograder.publish.formats import mathml, notebook_json
+from shardlab.autograder.publish.mathtext import to_tex
+from shardlab.autograder.publish.render import build
+from shardlab.autograder.publish.roster import build_roster
 from shardlab.autograder.questions import answer_key
 
 pytestmark = pytest.mark.pure
 
-# definitions the handout states on purpose (docs/spec.md): a unit's forward time, 2 FLOPs per
-# parameter per token (Task 2.2's definition)
-GIVEN_FORMULAS = {"2·t·p_unit/c"}
+STUDENTS = ("s001", "ada@example.edu")
+SECRET = "a long private course secret"
+
+# derived results a text could state in words rather than as a formula or a number, each with
+# the sub-question it would answer
+DERIVED_IN_WORDS = {
+    r"16\s*bytes\s*(per|/)\s*param": "1.2: the FP32 training state per parameter",
+    r"(doesn't|do not|does not|don't)\s+depend\s+on\s+(the\s+)?(batch|B\b)": "3 (a): which times grow with B",
+    r"independent\s+of\s+(the\s+)?(batch|B\b)": "3 (a): which times grow with B",
+    r"grows?\s+linearly": "3 (a): which times grow with B",
+    r"three\s+collectives|3\s+collectives": "2.6: the collectives of a step",
+}
+
+# units a derived quantity may be printed in: bytes as GB, TB, MB, MiB, GiB; seconds as ms, µs
+SCALES = (1.0, 1e3, 1e6, 1e-3, 1e-6, 1e-9, 1e-12, 2.0 ** -20, 2.0 ** -30)
+
+# ---- normalising math markup ----------------------------------------------------------------
+
+_TEX_NAMES = {"alpha": "α", "beta": "β", "cdot": "", "times": "x", "ge": ">=", "geq": ">=", "le": "<=",
+              "leq": "<=", "left": "", "right": "", "text": "", "mathrm": "", "operatorname": "",
+              "lceil": "⌈", "rceil": "⌉", "lfloor": "⌊", "rfloor": "⌋", "iff": "⇔", "approx": "≈",
+              "sum": "Σ", "to": "→", "frac": "", "quad": "", "qquad": ""}
+_UNICODE = {"−": "-", "×": "x", "·": "", "⋅": "", "∗": "", "*": "", "≥": ">=", "≤": "<=", "\u2061": "",
+            "\u2062": "", "\u2063": ""}
 
 
-def _norm(text: str) -> str:
-    text = text.lower().replace("**", "^").replace("*", "·").replace("−", "-").replace("×", "x")
-    return re.sub(r"[\s`$\\{}]", "", text)
+def _canon(text: str) -> str:
+    """Text with its math markup normalised: LaTeX commands to symbols, `**` to `^`,
+    multiplication signs, spaces, braces, `$`, backticks and subscript marks dropped."""
+    text = html.unescape(text).replace("**", "^")
+    text = re.sub(r"\\([A-Za-z]+)", lambda m: _TEX_NAMES.get(m.group(1), m.group(1)), text)
+    for a, b in _UNICODE.items():
+        text = text.replace(a, b)
+    return re.sub(r"[\s`$\\{}_,]|\\[,;!]", "", text.lower())
 
 
-def _formulas(worked) -> set[str]:
-    """Each derived expression, and each side of an equation in it."""
-    out = set()
-    for piece in re.split(r"[,;]| = |⇔", worked.formula):
-        piece = _norm(piece)
-        if len(piece) >= 6 and re.search(r"[-+/·^(]", piece) and piece not in GIVEN_FORMULAS:
-            out.add(piece)
+def _strip_tags(page: str) -> str:
+    """An HTML page's text; a MathML square root keeps its name, as LaTeX's does."""
+    page = re.sub(r"<(script|style)\b.*?</\1>", " ", page, flags=re.S)
+    page = page.replace("<msqrt>", " sqrt ")
+    return html.unescape(re.sub(r"<[^>]+>", " ", page))
+
+
+def _expression(canon: str) -> bool:
+    """An expression (an operator, 5 or more characters once normalised), not a bare name."""
+    return len(canon) >= 5 and bool(re.search(r"[-+/^(>=<⌈⌊]|sqrt|log|ceil|floor", canon))
+
+
+# the reference's symbols as the stubs' parameters name them (a docstring writes code)
+PARAMETER_NAMES = {"T": "tokens", "P_unit": "unit_params", "C": "flops_per_second", "α": "alpha",
+                   "β": "beta", "b": "bytes_per_param", "D": "d_model", "F": "d_ff", "L": "num_blocks",
+                   "P": "num_params", "B": "tokens", "N": "n_devices", "X": "x", "Y": "y", "W_ici": "w_ici",
+                   "M_X": "m_x", "M_Y": "m_y", "s": "model_bytes", "w": "bandwidth", "o": "call_overhead",
+                   "n_b": "num_buckets", "act": "activation_bytes", "16P": "16 * num_params"}
+
+
+def _as_code(piece: str) -> str:
+    return re.sub(r"(?<![\w.])(16P|[A-Za-zα-ω]\w*)", lambda m: PARAMETER_NAMES.get(m.group(1), m.group(1)), piece)
+
+
+def _renderings(piece: str) -> set[str]:
+    """One formula as the reference writes it, as LaTeX, as the text of its MathML (where a
+    square root is only its radicand: kept when that is still an expression), and as code
+    with the stubs' parameter names."""
+    tex = to_tex(piece)
+    forms = (_canon(piece), _canon(tex), _canon(_strip_tags(mathml(tex, {}))), _canon(_as_code(piece)))
+    return {c for c in forms if _expression(c)}
+
+
+def _formula_pieces(worked) -> set[str]:
+    """Each side of each equation of a Worked formula that is an expression."""
+    return {piece.strip() for piece in re.split(r"[,;]\s| = |⇔|, then ", worked.formula)
+            if _expression(_canon(piece))}
+
+
+# ---- numbers, whatever their format --------------------------------------------------------
+
+_NUMBER = re.compile(
+    r"(?<![\w.])(?P<mant>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)"
+    r"(?:\s*[eE]\s*(?P<e1>[-+−]?\d+)|\s*(?:[×x·]|\\times)\s*10\s*\^?\s*\{?\s*(?P<e2>[-+−]?\d+)\}?)?")
+
+
+@dataclasses.dataclass(frozen=True)
+class Printed:
+    """A number as a text prints it: its value, how many significant digits it shows, and
+    whether it is a plain integer."""
+    text: str
+    value: float
+    digits: int
+    integer: bool
+
+
+def _printed(text: str) -> list[Printed]:
+    out = []
+    for m in _NUMBER.finditer(text):
+        mant = m.group("mant").replace(",", "")
+        exp = (m.group("e1") or m.group("e2") or "0").replace("−", "-")
+        value = float(mant) * 10.0 ** int(exp)
+        integer = "." not in mant and exp == "0"
+        digits = mant.replace(".", "").lstrip("0")
+        if "." not in mant:
+            digits = digits.rstrip("0") or "0"
+        out.append(Printed(m.group(0), value, len(digits), integer))
     return out
 
 
-def _given_numbers(cfg) -> set[float]:
-    found = set()
+def _given(cfg) -> set[float]:
+    """Every number of the course config, and the mesh's chip count N = X·Y (the handout
+    states it with the mesh)."""
+    found = {float(cfg.mesh.x * cfg.mesh.y)}
 
     def walk(x):
         if dataclasses.is_dataclass(x):
             for f in dataclasses.fields(x):
                 walk(getattr(x, f.name))
+        elif isinstance(x, dict):
+            for y in x.values():
+                walk(y)
         elif isinstance(x, (list, tuple)):
             for y in x:
                 walk(y)
-        elif isinstance(x, numbers.Real) and not isinstance(x, bool):
+        elif isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x) and x != 0:
             found.add(float(x))
     walk(cfg)
     return found
 
 
-def _number_forms(value) -> set[str]:
-    """How a derived number could be printed: an integer with or without
-    separators; a real number's first 4 significant digits (more digits may
-    follow: the same number, more precisely). Distinctive ones only."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        return set()
-    if float(value).is_integer() and abs(value) < 1e15:
-        forms = {f"{int(value):,}", str(int(value))}
-    else:
-        forms = {f"{value:.4g}".split("e")[0].rstrip("0").rstrip(".")}
-    return {f for f in forms if len(re.sub(r"\D", "", f).lstrip("0")) >= 4}
+def _is_given(x: float, given: set[float]) -> bool:
+    return x == 0 or any(math.isclose(x, g * s, rel_tol=1e-9) for g in given for s in SCALES)
 
 
-def _derived(cfg) -> tuple[set[str], set[str]]:
-    given = _given_numbers(cfg)
-    formulas, numbers_ = set(), set()
-    for items in answer_key(cfg).values():
-        for w in items.values():
-            formulas |= _formulas(w)
-            if isinstance(w.value, numbers.Real) and float(w.value) not in given:
-                numbers_ |= _number_forms(w.value)
-    return formulas, numbers_
+@dataclasses.dataclass
+class Derived:
+    formulas: dict[str, set[str]]          # formula piece -> its normalised renderings
+    numbers: dict[float, str]              # derived number -> the Worked item it comes from
+    exact: set[float]                      # the Worked values that are integers in base units
+    given: set[float]
 
 
-def _student_material(cfg, student=None) -> dict[str, str]:
-    md = render_markdown(cfg, False, student=student)
-    nb = json.loads(notebook_json(cfg, md, public_checks(cfg)))
-    out = {"handout.md": md, "handout.html": to_html(md, cfg.assignment_name),
-           "handout.ipynb": "\n".join("".join(c["source"]) for c in nb["cells"])}
-    out.update({f"kit/{path}": text for path, text in kit_files(cfg, md).items()
-                if path != "handout.ipynb" and isinstance(text, str)})     # figures: their alt text is in md
+def _values(value):
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _values(v)
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value):
+        yield float(value)
+
+
+def derived(cfg) -> Derived:
+    given = _given(cfg)
+    formulas, found, exact = {}, {}, set()
+    for q, items in answer_key(cfg).items():
+        for key, w in items.items():
+            for piece in _formula_pieces(w):
+                formulas[piece] = _renderings(piece)
+            values = list(_values(w.value))
+            exact |= {x for x in values if x.is_integer() and x >= 10 and not _is_given(x, given)}
+            for x in values + [p.value for p in _printed(w.substituted + " " + w.shown)]:
+                if x >= 10 and not _is_given(x, given):
+                    found.setdefault(x, f"{q}.{key}")
+    return Derived(formulas, found, exact, given)
+
+
+def _matches(p: Printed, x: float, exact: bool) -> bool:
+    """Does the printed number show x (in some unit), at the precision it is printed with?
+    A derived integer (exact) also matches a plain integer of fewer digits."""
+    if exact and p.integer and p.value == x:
+        return True
+    if p.digits < 3 or p.value == 0:
+        return False
+    ulp = 10.0 ** (math.floor(math.log10(abs(p.value))) - p.digits + 1)
+    return any(abs(p.value - x * s) <= 0.5 * ulp * (1 + 1e-9) for s in SCALES)
+
+
+def leaks(files: dict[str, str], d: Derived) -> list[str]:
+    out = []
+    for name, text in files.items():
+        flat = _canon(_strip_tags(text) if name.endswith(".html") else text)
+        out += [f"{name}: formula {piece!r}" for piece, forms in sorted(d.formulas.items())
+                if any(f in flat for f in forms)]
+        for p in _printed(text if not name.endswith(".html") else _strip_tags(text)):
+            if _is_given(p.value, d.given):
+                continue
+            out += [f"{name}: number {p.text!r} is {x:g} ({where})" for x, where in d.numbers.items()
+                    if _matches(p, x, x in d.exact)]
+        out += [f"{name}: {why} in words" for pattern, why in DERIVED_IN_WORDS.items()
+                if re.search(pattern, text, re.I)]
     return out
 
 
-def _leaks(cfg, student=None) -> list[str]:
-    formulas, numbers_ = _derived(cfg)
-    leaks = []
-    for name, text in _student_material(cfg, student).items():
-        flat = _norm(text)
-        leaks += [f"{name}: formula {f}" for f in sorted(formulas) if f in flat]
-        leaks += [f"{name}: number {n}" for n in sorted(numbers_)
-                  if re.search(rf"(?<![\d.,]){re.escape(n)}" + ("" if "." in n else r"(?![\d])"), text)]
-    return leaks
+# ---- what a student receives ----------------------------------------------------------------
+
+def _readable(name: str, data: bytes) -> str | None:
+    """A file's text as a reader sees it (a notebook's cells, JSON unescaped); None for images."""
+    if name.endswith((".png", ".zip")):
+        return None
+    text = data.decode("utf-8")
+    if name.endswith(".ipynb"):
+        return "\n\n".join("".join(c["source"]) for c in json.loads(text)["cells"])
+    if name.endswith(".json"):
+        return json.dumps(json.loads(text), ensure_ascii=False, indent=1)
+    return text
 
 
-def test_the_course_handout_and_kit_give_nothing_away(cfg):
-    assert _leaks(cfg) == []
+def _material(out: Path) -> dict[str, str]:
+    files = {}
+    for name in ("handout.md", "handout.html", "handout.ipynb"):
+        files[name] = _readable(name, (out / name).read_bytes())
+    with zipfile.ZipFile(out / "starter-kit.zip") as zf:
+        for info in zf.infolist():
+            text = _readable(info.filename, zf.read(info))
+            if text is not None:
+                files[f"kit/{info.filename}"] = text
+    return files
 
 
-@pytest.mark.parametrize("student_id", ["s001", "ada@example.edu"])
-def test_a_students_variant_gives_nothing_away(cfg, student_id):
-    course = dataclasses.replace(cfg, secret="a long private course secret")
-    variant = variant_config(course, student_id)
-    assert _leaks(variant, dict(id=student_id, name="A Student", answers="")) == []
+@pytest.fixture(scope="module")
+def course_build(cfg, tmp_path_factory):
+    """`shardlab build` of the shipped course: the student material and the solutions."""
+    out = tmp_path_factory.mktemp("build")
+    build(cfg, out)
+    return out
 
 
-def test_the_check_would_see_a_leak(cfg, monkeypatch):
-    """A handout that printed the derivations (as the student handout did before)
-    or a public case with a derived value is flagged by the same scan."""
-    formulas, numbers_ = _derived(cfg)
-    assert formulas and numbers_
+@pytest.fixture(scope="module")
+def roster_build(cfg, tmp_path_factory):
+    """`shardlab build --roster` for two students: each one's variant config and files."""
+    from shardlab.autograder.engine.variants import variant_config
+    course = dataclasses.replace(cfg, secret=SECRET)
+    out = tmp_path_factory.mktemp("roster")
+    roster = out / "roster.csv"
+    roster.write_text("student_id,name\n" + "".join(f"{s},Student {k}\n" for k, s in enumerate(STUDENTS)))
+    build_roster(course, roster, out)
+    return {s: (variant_config(course, s), out / "students" / s) for s in STUDENTS}
+
+
+def test_the_course_handout_and_kit_give_nothing_away(cfg, course_build):
+    assert leaks(_material(course_build), derived(cfg)) == []
+
+
+@pytest.mark.parametrize("student_id", STUDENTS)
+def test_a_students_variant_gives_nothing_away(roster_build, student_id):
+    variant, folder = roster_build[student_id]
+    files = {p.name: _readable(p.name, p.read_bytes()) for p in folder.rglob("*") if p.is_file()}
+    files = {k: v for k, v in files.items() if v is not None}
+    assert {"handout.md", "handout.html", "answers.toml"} <= set(files)
+    files["handout.ipynb"] = _readable("handout.ipynb", notebook_json(variant, files["handout.md"], {}).encode())
+    d = derived(variant)
+    assert d.numbers and d.formulas
+    assert leaks(files, d) == []
+
+
+def test_the_variants_differ_from_the_course(cfg, roster_build):
+    """Otherwise the variant tests would only repeat the course's."""
+    course = set(derived(cfg).numbers)
+    for variant, _ in roster_build.values():
+        assert set(derived(variant).numbers) != course
+
+
+# ---- the scan proves itself on the solutions ------------------------------------------------
+
+def test_the_scan_finds_every_derived_formula_in_the_solutions(cfg, course_build):
+    """Each formula piece is found in solutions.md (LaTeX) and in solutions.html (MathML):
+    the normalisation reads both markups."""
+    d = derived(cfg)
+    for name in ("solutions.md", "solutions.html"):
+        found = leaks({name: (course_build / name).read_text()}, d)
+        missing = [piece for piece in d.formulas if f"{name}: formula {piece!r}" not in found]
+        assert not missing, (name, missing)
+
+
+def test_the_scan_finds_the_derived_numbers_in_the_solutions(cfg, course_build):
+    """Every derived number the solutions print with 3 significant digits or more is found
+    there (the few of fewer digits, such as 2 x capacity or p - 1, only as exact integers)."""
+    d = derived(cfg)
+    text = (course_build / "solutions.md").read_text()
+    found = {line.split(" is ")[1].split(" (")[0] for line in leaks({"s.md": text}, d) if ": number " in line}
+    distinctive = {f"{x:g}" for x in d.numbers if len(f"{x:.12g}".split("e")[0].replace(".", "").strip("0")) >= 3}
+    assert len(distinctive) >= 30 and distinctive <= found, sorted(distinctive - found)
+
+
+def test_the_scan_reads_numbers_in_any_format_and_unit():
+    d = Derived({}, {3517578215424.0: "1.state", 0.007226315046050556: "2.forward", 61.0: "1.n_fsdp"},
+                exact={3517578215424.0, 61.0}, given={80.0, 4096.0})
+    for text in ("3,517,578,215,424 bytes", "3517578215424", "3.52e12 B", "3.518 × 10^12", "3,517.58 GB",
+                 "3.52 TB", "7.226 ms", "7.23e-3 s", "N = 61", "7226.3 µs"):
+        assert leaks({"x.md": text}, d), text
+    for text in ("80 GB", "4,096 tokens", "3.5 TB", "7.2 ms", "Task 6.1", "1 device", "610 devices"):
+        assert not leaks({"x.md": text}, d), text
+    mathml_number = "<math><mn>3.518</mn><mo>×</mo><msup><mn>10</mn><mn>12</mn></msup></math>"
+    assert leaks({"x.html": mathml_number}, d)
+
+
+def test_a_planted_leak_is_found(cfg, course_build):
+    """The handout as it was before this check (each derivation printed under its question)
+    fails on every formula and on numbers; a public case message with a derived formula fails."""
+    d = derived(cfg)
     key = answer_key(cfg)
-    printed = "\n".join(f"- {w.quantity}: {w.formula} = {w.shown}" for items in key.values() for w in items.values())
-    original = render_markdown
-    monkeypatch.setitem(globals(), "render_markdown", lambda *a, **k: original(*a, **k) + printed)
-    leaks = _leaks(cfg)
-    assert sum(name.startswith("handout.md: formula") for name in leaks) == len(formulas)
-    assert any(name.startswith("handout.md: number") for name in leaks)
+    printed = "\n".join(f"- {w.quantity}: ${to_tex(w.formula)}$ = {w.shown}"
+                        for items in key.values() for w in items.values())
+    found = leaks({"handout.md": (course_build / "handout.md").read_text() + printed}, d)
+    assert sum(": formula " in line for line in found) == len(d.formulas)
+    assert any(": number " in line for line in found)
+    assert leaks({"kit/tests/public_cases.json": "matches two collectives per step: so it is 3 (p-1)/p P b"}, d)
+    assert leaks({"kit/README.md": "both come to 16 bytes per parameter"}, d)
+    # the stubs' docstrings before this check: Task 2.2's and Task 2.5's derived expressions as code
+    assert leaks({"kit/assignments/fsdp.py": "parameter per token, 2 * tokens * unit_params / flops_per_second."}, d)
+    assert leaks({"kit/assignments/fsdp.py":
+                  "flops_per_second/2 * (alpha * log2(p) / unit_params + bytes_per_param / beta)"}, d)

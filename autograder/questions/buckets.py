@@ -149,8 +149,8 @@ PARTS = (
                   misconceptions=(("forward fill", FORWARD_MSG, _forward_fill),),
                   description="bucket layout, filled in reverse parameter order"),
     function_part("4.2", M, "ddp_overhead_seconds", ref.ddp_overhead_seconds, 1, _overhead_args, REAL,
-                  misconceptions=(("all transfers exposed", "matches exposing every bucket's transfer "
-                                   "(n_b o + s/w): only the last bucket's transfer is not hidden by backward",
+                  misconceptions=(("all transfers exposed", "matches exposing every bucket's transfer: "
+                                   "only the last bucket's transfer is not hidden by backward",
                                    lambda s, w, o, k: k * o + s / w),),
                   description="communication overhead DDP adds with n_b buckets"),
     function_part("4.3", M, "optimal_num_buckets", ref.optimal_num_buckets, 1, _optimum_args, REAL,

@@ -135,8 +135,8 @@ def _shards(tokens, d, f, x, y, bpv=2):
 
 PARTS = (
     function_part("3.1", M, "forward_flops", ref.forward_flops, 1, _flops_args, EXACT_INT,
-                  misconceptions=(("2TDF per block", "matches 2·T·D·F per block: each block has two "
-                                   "matmuls of 2·T·D·F FLOPs each", lambda t, d, f, layers: t * d * f * layers * 2),),
+                  misconceptions=(("2TDF per block", "matches one matmul per block: each block has two, "
+                                   "W_in and W_out", lambda t, d, f, layers: t * d * f * layers * 2),),
                   description="forward FLOPs of the model, all devices together"),
     function_part("3.2", M, "math_seconds", ref.math_seconds, 1, _math_args, REAL,
                   misconceptions=(("compute not divided", "matches the math time of the whole batch on one "

@@ -136,15 +136,16 @@ ANALYTIC = (
                   misconceptions=(("natural log", LN_MSG, _ln_allgather),),
                   description="alpha-beta time of one unit's all-gather"),
     function_part("2.2", M, "forward_seconds", ref.forward_seconds, 1, _forward_args, REAL,
-                  misconceptions=(("one FLOP per parameter", "matches 1 FLOP per parameter per token: a "
-                                   "matmul costs 2 FLOPs per parameter per token",
+                  misconceptions=(("one FLOP per parameter", "matches 1 FLOP per parameter per token: "
+                                   "recount the matmul's FLOPs with the handout's convention",
                                    lambda t, u, c: t * u / c),),
                   description="one unit's forward time"),
     function_part("2.3", M, "is_communication_bound", ref.is_communication_bound, 1, _bound_args,
                   Compare("exact"), description="does the next all-gather take at least as long as this forward?"),
     function_part("2.4", M, "max_devices_before_comm_bound", ref.max_devices_before_comm_bound, 2,
                   _max_devices_args, REAL,
-                  misconceptions=(("natural log", "matches e ** (...): log2(p) inverts to 2 ** (...)",
+                  misconceptions=(("natural log", "matches solving with the natural log: the latency "
+                                   "term is alpha * log2(p), base 2",
                                    _ln_max_devices),),
                   description="largest device count before communication binds"),
     function_part("2.5", M, "min_tokens_to_hide_allgather", ref.min_tokens_to_hide_allgather, 1,
@@ -154,7 +155,7 @@ ANALYTIC = (
                   description="tokens per device that hide the all-gather"),
     function_part("2.6", M, "step_comm_bytes", ref.step_comm_bytes, 1, _step_bytes_args, REAL,
                   misconceptions=(("two collectives", "matches two collectives per step: FSDP all-gathers "
-                                   "the weights again before backward, so it is 3 (p-1)/p P b",
+                                   "the weights again before backward",
                                    lambda n, p, b=2: 2 * (p - 1) / p * n * b),),
                   description="bytes each rank receives per training step"),
 )
