@@ -134,8 +134,10 @@ def notebook(cfg, handout_md: str, checks: dict) -> nbformat.NotebookNode:
             part = next(p for p in q.parts if p.id == part_id)
             todo = (f"Fill it in in `assignments/{q.module}.py`, then run the public checks:" if part.function
                     else "It checks your functions above against a real run; run it once they pass:")
+            title = f"`{part.title}`" if part.function else part.title      # 1.8 is a check, not a function
+            stop = "" if part.description.endswith(("?", ".")) else "."
             cells.append(nbformat.v4.new_markdown_cell(
-                f"**Task {part_id}** `{part.title}`: {part.description}. {todo}"))
+                f"**Task {part_id}** {title}: {part.description}{stop} {todo}"))
             cells.append(nbformat.v4.new_code_cell(
                 f"run_checks({q.module!r}, r'''{json.dumps(cases)}''')"))
         for part in (p for p in q.parts if p.kind == "manual"):      # engine/writeup.py
