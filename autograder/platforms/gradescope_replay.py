@@ -44,12 +44,15 @@ from pathlib import Path
 
 from shardlab.autograder.bench.memory import PeakSampler
 from shardlab.autograder.errors import ShardlabError
+from shardlab.autograder.sandbox.jail import Cgroup
 from shardlab.autograder.publish.otter_export import CACHE_DIR, OTTER_ENV_NAME, SETUP_TAIL_MARK
 
 CONDA_LINES = ("export PATH=/root/miniforge3/bin:", 'eval "$(mamba shell hook', f"mamba activate {OTTER_ENV_NAME}")
 # `mamba run -n otter-env CMD...` in setup.sh: CMD in the scratch venv (its bin/ is first on PATH)
 MAMBA_SHIM = f'mamba() {{ if [ "$1 $2 $3" = "run -n {OTTER_ENV_NAME}" ]; then shift 3; "$@"; else return 97; fi; }}'
-RUN_TIMEOUT_SECONDS = 600          # Gradescope's default limit is 10 minutes; otter run has none
+RUN_TIMEOUT_SECONDS = 600
+REPLAY_MEMORY_BYTES = 16 * 2**30     # bounds of a replayed run's cgroup: far above one grading
+REPLAY_PIDS = 32768          # Gradescope's default limit is 10 minutes; otter run has none
 
 
 @dataclass
@@ -64,19 +67,17 @@ class Run:
     cache_after: list[str]         # the files of the image's shardlab cache when the run ended
 
 
-def _namespace(script: str, env: dict[str, str], timeout: float, cgroups: tuple[str, ...] = ()):
+def _namespace(script: str, env: dict[str, str], timeout: float, cgroup: Cgroup | None = None):
     """Run bash `script` in a private mount namespace (the tmpfs at /autograder is its own)."""
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         raise ShardlabError("replaying Gradescope needs root and unshare(1) (util-linux)")
     os.makedirs("/autograder", exist_ok=True)       # the mount point only; the tmpfs is private
     cmd = ["unshare", "--mount", "--propagation", "private", "bash", "-c", script]
 
-    def enter_cgroups():
-        for d in cgroups:
-            with open(os.path.join(d, "cgroup.procs"), "w") as f:
-                f.write(str(os.getpid()))
+    def enter_cgroup():
+        cgroup.add(os.getpid())
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            preexec_fn=enter_cgroups if cgroups else None, start_new_session=True)
+                            preexec_fn=enter_cgroup if cgroup else None, start_new_session=True)
 
 
 def _finish(proc, timeout: float) -> str:
@@ -192,61 +193,17 @@ exit $status
     return proc.returncode, log
 
 
-def _own_cgroups() -> dict[str, str]:
-    """{controller: this process's cgroup folder} for memory and cpu (v1), or
-    "unified" (v2), where mounted."""
-    out = {}
-    with open("/proc/self/cgroup") as f:
-        for line in f:
-            _, controllers, path = line.rstrip("\n").split(":", 2)
-            if controllers == "":
-                root = "/sys/fs/cgroup/unified" if os.path.isdir("/sys/fs/cgroup/unified") else "/sys/fs/cgroup"
-                out["unified"] = root + path
-            for c in ("memory", "cpu"):
-                if c in controllers.split(",") and os.path.isdir(f"/sys/fs/cgroup/{c}"):
-                    out[c] = f"/sys/fs/cgroup/{c}" + path
-    return out
-
-
-def _run_cgroups(cpus: float | None) -> dict[str, str]:
-    """Fresh cgroups below ours for one run: "memory" (whose peak is read),
-    and with `cpus` a CPU quota like Gradescope's (1/2 vCPU by default).
-    v1 controllers where mounted (this machine's hybrid layout), else v2."""
-    own, made = _own_cgroups(), {}
-    name = f"shardlab-replay-{os.getpid()}-{os.urandom(3).hex()}"
-
-    def make(controller: str) -> str | None:
-        d = os.path.join(own[controller], name)
-        try:
-            os.makedirs(d, exist_ok=True)
-            return d
-        except OSError:
-            return None
-    memory = "memory" if "memory" in own else "unified" if "unified" in own else None
-    if memory and (d := make(memory)) and any(os.path.exists(os.path.join(d, f))
-                                               for f in ("memory.peak", "memory.max_usage_in_bytes")):
-        made["memory"] = d
-    if cpus is not None:
-        cpu = "cpu" if "cpu" in own else "unified" if "unified" in own else None
-        d = cpu and make(cpu)
-        if not d:
-            raise ShardlabError("no cpu cgroup here to limit a replayed run's CPUs")
-        if cpu == "unified":
-            Path(d, "cpu.max").write_text(f"{int(cpus * 100000)} 100000")
-        else:
-            Path(d, "cpu.cfs_period_us").write_text("100000")
-            Path(d, "cpu.cfs_quota_us").write_text(str(int(cpus * 100000)))
-        made["cpu"] = d
-    return made
-
-
-def _cgroup_peak(d: str) -> int | None:
-    for name in ("memory.peak", "memory.max_usage_in_bytes"):
-        try:
-            return int(Path(d, name).read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            continue
-    return None
+def _run_cgroup(cpus: float | None) -> Cgroup | None:
+    """The sandbox's own cgroup mechanism (sandbox/jail.Cgroup) for one run: its
+    memory peak is read afterwards; with `cpus`, a CPU quota like Gradescope's
+    (1/2 vCPU by default). The memory and process bounds only keep a runaway
+    replay from taking the machine; a grading run stays far below them."""
+    group = Cgroup.create(REPLAY_MEMORY_BYTES, pids=REPLAY_PIDS, cpus=cpus)
+    if cpus is not None and not (group and {"cpu", "unified"} & set(group.dirs)):
+        if group:
+            group.remove()
+        raise ShardlabError("no cpu cgroup here to limit a replayed run's CPUs")
+    return group
 
 
 def replay(image: Path, venv: Path, upload: Path, metadata: dict, work: Path, cpus: float | None = None) -> Run:
@@ -271,21 +228,19 @@ cp /autograder/results/results.json {work}/results.json 2>/dev/null || true
 ls -A {CACHE_DIR} > {work}/cache-after.txt 2>/dev/null || true
 """
     (work / "results.json").unlink(missing_ok=True)
-    cgroups = _run_cgroups(cpus)
+    cgroup = _run_cgroup(cpus)
     start = time.monotonic()
-    proc = _namespace(script, _script_env(home), RUN_TIMEOUT_SECONDS, tuple(set(cgroups.values())))
+    proc = _namespace(script, _script_env(home), RUN_TIMEOUT_SECONDS, cgroup)
     sampler = PeakSampler().start(proc.pid)
     try:
         log = _finish(proc, RUN_TIMEOUT_SECONDS)
     finally:
         sampler.stop()
     seconds = time.monotonic() - start
-    peak_cgroup = _cgroup_peak(cgroups["memory"]) if "memory" in cgroups else None
-    for d in set(cgroups.values()):
-        try:
-            os.rmdir(d)
-        except OSError:
-            pass
+    peak_cgroup = cgroup.memory_peak() if cgroup else None
+    if cgroup:
+        cgroup.kill()
+        cgroup.remove()
     path = work / "results.json"
     results = json.loads(path.read_text()) if path.is_file() else None
     listing = work / "cache-after.txt"
