@@ -78,3 +78,12 @@ def assert_gradescope_results(results: dict) -> None:
     problems = sorted(validator.iter_errors(results), key=lambda e: [str(p) for p in e.absolute_path])
     assert not problems, "results.json is not in Gradescope's format:\n" + "\n".join(
         f"  {'/'.join(map(str, e.absolute_path)) or '(top level)'}: {e.message}" for e in problems)
+
+
+def assert_one_line_error(done, message: str) -> None:
+    """A CLI run (run_cli) refused bad input the way every command must: exit
+    status 2, no traceback, one line on stderr, starting "error: " and saying `message`."""
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr + done.stdout
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], done.stderr

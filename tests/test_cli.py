@@ -6,7 +6,7 @@ import zipfile
 import pytest
 
 from shardlab.autograder.publish.stubs import SOLUTIONS
-from helpers import run_cli
+from helpers import assert_one_line_error, run_cli
 
 pytestmark = pytest.mark.platform
 
@@ -74,8 +74,4 @@ def _bad(tmp_path):
                                   "zip of another layout", "not a zip"])
 def test_bad_input_is_one_line_and_nonzero(tmp_path, case):
     args, message = _bad(tmp_path)[case]
-    r = run_cli(*args)
-    assert r.returncode == 2
-    assert "Traceback" not in r.stderr + r.stdout
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], r.stderr
+    assert_one_line_error(run_cli(*args), message)

@@ -15,7 +15,7 @@ from shardlab.autograder.errors import ShardlabError
 from shardlab.autograder.platforms import gradescope_export as gx
 from shardlab.autograder.platforms import otter as otter_runtime
 from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS
-from helpers import run_cli
+from helpers import assert_one_line_error, run_cli
 
 # The shipped course's points, as README's "Gradescope" section states them (57; the solutions
 # 58 / 57): question 1 14, question 2 18 plus the 1-point bonus 2.11, question 3 12 (3 (d) is
@@ -217,11 +217,7 @@ def _bad_archives(tmp_path):
                                   "export as a PATH", "without --out"])
 def test_a_bad_archive_is_one_line_and_nonzero(tmp_path, case):
     args, message = _bad_archives(tmp_path)[case]
-    r = run_cli(*args)
-    assert r.returncode == 2
-    assert "Traceback" not in r.stderr + r.stdout
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], r.stderr
+    assert_one_line_error(run_cli(*args), message)
     assert not (tmp_path / "out" / "gradescope_scores.csv").exists()
 
 
