@@ -51,6 +51,13 @@ def cfg():
 
 
 @pytest.fixture(scope="session")
+def kit_runs(cfg):
+    """The starter kit's public runs of the distributed parts (publish/kit_harness.py)."""
+    from shardlab.autograder.publish.kit_harness import public_runs
+    return public_runs(cfg)
+
+
+@pytest.fixture(scope="session")
 def autograder_zip(tmp_path_factory, cfg):
     """The shipped course's Gradescope autograder.zip (`shardlab build`), built once."""
     return build_autograder(cfg, config_text(None), tmp_path_factory.mktemp("ag"))

@@ -31,19 +31,44 @@ def alive_in(session_ids: set[int]) -> list[int]:
     return alive
 
 
-def assert_graded_as_declared(cfg, fixture, part_ids, within_seconds: float) -> None:
+def assert_graded_as_declared(cfg, fixture, part_ids, within_seconds: float, kit_runs=None) -> None:
     """The hand-made wrong submission `fixture` (tests/submissions/) loses
     exactly the parts its expect.toml declares among `part_ids`, with the
     feedback it declares, in less than `within_seconds` (a hang costs a
-    collective timeout, never gloo's 30 minutes)."""
+    collective timeout, never gloo's 30 minutes). With `kit_runs` (the kit's
+    public runs, publish/kit_harness.public_runs), the starter kit's local
+    checks of the same submission fail exactly the parts whose public cases
+    it lost at grading."""
     from shardlab.autograder.engine.grading import grade_part_ids
     from shardlab.autograder.engine.selfcheck import assembled, part_problems
     start = time.monotonic()
     with assembled(fixture) as root:
         results = grade_part_ids(root, cfg, part_ids)
+        elapsed = time.monotonic() - start
+        if kit_runs is not None:
+            assert_kit_agrees(root, kit_runs, results)
     problems = [msg for r in results.values() for msg in part_problems(r, fixture, full=False)]
     assert problems == [], problems
-    assert time.monotonic() - start < within_seconds
+    assert elapsed < within_seconds
+
+
+def assert_kit_agrees(root: Path, kit_runs: dict, results: dict) -> None:
+    """Local public runs (sandbox/gloo/local_checks.py) fail the same parts as
+    the public case groups of the grading `results` ({part id: PartResult})."""
+    from shardlab.autograder.sandbox.gloo.local_checks import Ranks, check_run
+    runs = [r for q in kit_runs.values() for r in q if r["part"] in results]
+    ranks = Ranks(str(root))
+    failed_locally = set()
+    try:
+        for run in runs:
+            try:
+                check_run(run, ranks)
+            except AssertionError:
+                failed_locally.add(run["part"])
+    finally:
+        ranks.close()
+    lost_in_public = {p for p, r in results.items() if any(g.public and g.score < g.max_score for g in r.groups)}
+    assert failed_locally == lost_in_public, (failed_locally, lost_in_public)
 
 
 def assert_nothing_left(sessions: list[int]) -> None:

@@ -132,4 +132,4 @@ def test_the_student_process_holds_no_answer_key(submission, cfg):
         grader = {m for m in rank["value"] if not m.startswith("shardlab.autograder.sandbox.gloo.")}
         assert grader <= {"shardlab.reference.toy_models", "shardlab.reference.comm4d_mesh",
                           "shardlab.autograder.sandbox.jail",
-                          "shardlab.autograder.sandbox.worker"}, grader
+                          "shardlab.autograder.sandbox.worker", "shardlab.autograder.sandbox.student_values"}, grader

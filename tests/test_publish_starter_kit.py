@@ -51,16 +51,23 @@ def test_only_public_cases(kit, cfg):
 
 
 def test_stubs_fail_solutions_pass(kit, tmp_path):
+    """Every local test, the distributed ones on gloo ranks included, fails on the
+    stubs and passes on the solutions; nothing is skipped."""
     root, _ = kit
     shutil.copytree(root, tmp_path / "kit")
     stubs = kit_pytest(tmp_path / "kit")
     assert stubs.returncode == 1 and "NotImplementedError" in stubs.stdout
-    assert " passed" not in stubs.stdout.splitlines()[-1]
+    assert " passed" not in stubs.stdout.splitlines()[-1] and "skipped" not in stubs.stdout
+    runs = json.loads((root / "tests" / "public_runs.json").read_text())
+    failed = [line for line in stubs.stdout.splitlines() if line.startswith("FAILED")]
+    for q, entries in runs.items():
+        for run in entries:     # each distributed public case ran on ranks and failed
+            assert any(f"test_q{q}_" in line and f"test_public_run[{run['id']}]" in line for line in failed), run["id"]
     shutil.rmtree(tmp_path / "kit" / "assignments")
     shutil.copytree(SOLUTIONS, tmp_path / "kit" / "assignments", ignore=shutil.ignore_patterns("__pycache__"))
     solved = kit_pytest(tmp_path / "kit")
     assert solved.returncode == 0, solved.stdout[-2000:]
-    assert "failed" not in solved.stdout and "skipped" in solved.stdout   # gloo tasks: autograder only
+    assert "failed" not in solved.stdout and "skipped" not in solved.stdout   # the gloo tasks too
 
 
 def test_a_known_mistake_is_named(kit, tmp_path):

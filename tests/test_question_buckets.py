@@ -28,8 +28,8 @@ def test_solutions_full_marks_stubs_zero(cfg, sessions):
 
 
 @pytest.mark.parametrize("fixture", DDP_FIXTURES, ids=lambda f: f.name)
-def test_wrong_bucketed_ddp_scores_as_declared(cfg, sessions, fixture):
-    assert_graded_as_declared(cfg, fixture, DISTRIBUTED, within_seconds=40)
+def test_wrong_bucketed_ddp_scores_as_declared(cfg, sessions, fixture, kit_runs):
+    assert_graded_as_declared(cfg, fixture, DISTRIBUTED, within_seconds=40, kit_runs=kit_runs)
     assert_nothing_left(sessions)
 
 

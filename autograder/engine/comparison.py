@@ -99,6 +99,25 @@ class Compare:
         return self.problem(expected, got) is None
 
 
+def show_value(value: Any) -> str:
+    """A value as feedback shows it: integers with thousands separators, the rest as repr."""
+    return f"{value:,}" if is_int(value) else repr(value)
+
+
+def public_feedback(call: str, problem: str, expected: Any, got_shown: str, note: str = "",
+                    mistake: str | None = None) -> str:
+    """One line of feedback on a failed public case, as the grader and the kit word it:
+    "call: why[, expected E, got G] [note] — this <mistake>"."""
+    what = problem
+    if problem == WRONG:
+        what += f", expected {show_value(expected)}, got {got_shown}"
+    if note:
+        what += f" [{note}]"
+    if mistake:
+        what += f" — this {mistake}"
+    return f"{call}: {what}"
+
+
 def check(module: str, function: str, args: dict, expected: Any, kind: str, rtol: float = RTOL,
           atol: float = ATOL, note: str = "", mistakes=()) -> None:
     """The kit's public check of one case: call `assignments.<module>.<function>(**args)`
@@ -110,13 +129,6 @@ def check(module: str, function: str, args: dict, expected: Any, kind: str, rtol
     reason = judge(kind, expected, got, rtol, atol)
     if reason is None:
         return
-    msg = f"{function}({', '.join(f'{k}={v!r}' for k, v in args.items())}): {reason}"
-    if reason == WRONG:
-        msg += f", expected {expected!r}, got {got!r}"
-    if note:
-        msg += f" [{note}]"
-    for value, message in mistakes:
-        if judge(kind, value, got, rtol, atol) is None:
-            msg += f" — this {message}"
-            break
-    raise AssertionError(msg)
+    mistake = next((message for value, message in mistakes if judge(kind, value, got, rtol, atol) is None), None)
+    call = f"{function}({', '.join(f'{k}={v!r}' for k, v in args.items())})"
+    raise AssertionError(public_feedback(call, reason, expected, show_value(got), note, mistake))

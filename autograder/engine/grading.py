@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from shardlab.autograder.engine.answer_sheet import grade_answers
+from shardlab.autograder.engine.comparison import public_feedback, show_value
 from shardlab.autograder.engine.parts import Case, Part
 from shardlab.autograder.engine.plan import case_groups, expected_or_error, group_points, part_cases
 from shardlab.autograder.engine.probes import PROBES
@@ -47,10 +48,6 @@ def _internal_error(part: Part, points: float, reason: str) -> PartResult:
                                  part.kind, part.bonus)
 
 
-def _fmt(value) -> str:
-    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else repr(value)
-
-
 def _judge_case(part: Part, case: Case, expected: list, got: list[Outcome]) -> tuple[str, str, str | None] | None:
     """None if the case passes, else (where, what, kind): the line of feedback
     is "where: what"; kind is the failure's kind for an error (None for a
@@ -65,19 +62,21 @@ def _judge_case(part: Part, case: Case, expected: list, got: list[Outcome]) -> t
         problem = part.compare.problem(exp, out.value)
         if problem is None:
             continue
-        what = untrusted.one_line(problem) if case.public else untrusted.problem_kind(problem)
-        if case.public and problem == "wrong value":
-            what += f", expected {_fmt(exp)}, got {untrusted.one_line(_fmt(out.value), VALUE_CAP)}"
-        if case.note and case.public:
-            what += f" [{case.note}]"
+        mistake = None
         for mis in part.misconceptions:
             try:
                 alt = mis.alt(case)
             except (ArithmeticError, ValueError):
                 continue
-            if all(part.compare(a, o.value) for a, o in zip(alt, got)) and not part.compare(exp, out.value):
-                what += f" — this {mis.message}"
+            if all(part.compare(a, o.value) for a, o in zip(alt, got)):
+                mistake = mis.message
                 break
+        if case.public:
+            line = public_feedback(where, untrusted.one_line(problem), exp,
+                                   untrusted.one_line(show_value(out.value), VALUE_CAP), case.note, mistake)
+            what = line[len(where) + 2:]
+        else:
+            what = untrusted.problem_kind(problem) + (f" — this {mistake}" if mistake else "")
         return where, what, None
     return None
 

@@ -5,30 +5,30 @@ Pipeline, in order:
 1. public checks: every public case of every "calls" part, with its expected
    values and the values its known mistakes give (students see all of this in
    the grader's feedback anyway; hidden cases and reference code never leave);
-2. the kit: assignments/ stubs, tests/ (one plain pytest file per question,
-   the JSON cases and engine/comparison.py, the grader's own comparison
-   rules, verbatim as `shardlab_check.py`),
-   README.md (templates/starter_readme.md.j2), pyproject.toml, the notebook.
-
-Distributed parts (probe "gloo") need the grader's gloo harness; their
-pytest entries are skips that say the autograder checks them.
+2. public runs: every public case of every distributed part (probe "gloo"),
+   run by the kit on local gloo ranks with the grader's own scenarios and
+   comparators (publish/kit_harness.py ships them as tests/shardlab_local/);
+3. the kit: assignments/ stubs, tests/ (one plain pytest file per question,
+   the JSON cases and runs, engine/comparison.py verbatim as
+   `shardlab_check.py`, the harness package and a conftest.py holding the
+   session's ranks), README.md (templates/starter_readme.md.j2),
+   pyproject.toml, the notebook.
 """
 from __future__ import annotations
 
-import inspect
 import json
 import zipfile
 from pathlib import Path
 
 from shardlab.autograder import content
 from shardlab.autograder.engine.writeup import WRITEUP_FILE, writeup_template
-from shardlab.autograder.engine import comparison
 from shardlab.autograder.engine.comparison import Compare
 from shardlab.autograder.engine.parts import Part
 from shardlab.autograder.engine.plan import part_plan
 from shardlab.autograder.publish.diagrams import document_figures
 from shardlab.autograder.publish.formats import notebook_json
 from shardlab.autograder.publish.jinja import environment
+from shardlab.autograder.publish.kit_harness import harness_files, public_runs
 from shardlab.autograder.publish.stubs import generated_stubs
 from shardlab.autograder.questions import questions
 
@@ -59,7 +59,7 @@ from pathlib import Path
 import pytest
 
 from shardlab_check import check
-
+{run_import}
 CASES = json.loads((Path(__file__).parent / "public_cases.json").read_text())["{number}"]
 
 
@@ -68,14 +68,31 @@ def test_public(case):
     check(**case["check"])
 '''
 
-GLOO_TESTS = '''
-AUTOGRADER_ONLY = {autograder_only!r}
+RUN_TESTS = '''
+
+RUNS = json.loads((Path(__file__).parent / "public_runs.json").read_text())["{number}"]
 
 
-@pytest.mark.parametrize("task", sorted(AUTOGRADER_ONLY))
-def test_checked_by_the_autograder(task):
-    pytest.skip(f"Task {{task}} ({{AUTOGRADER_ONLY[task]}}) runs on several gloo ranks: "
-                "the autograder checks it when you submit")
+@pytest.mark.parametrize("run", RUNS, ids=[r["id"] for r in RUNS])
+def test_public_run(run, gloo_ranks):
+    """On {sizes} local gloo ranks, judged by the grader's own checks (tests/shardlab_local/)."""
+    check_run(run, gloo_ranks)
+'''
+
+CONFTEST = '''"""The gloo ranks of the distributed tests: started once per pytest session
+(one group per world size), stopped at its end, even after Ctrl-C."""
+from pathlib import Path
+
+import pytest
+
+from shardlab_local.local_checks import Ranks
+
+
+@pytest.fixture(scope="session")
+def gloo_ranks():
+    ranks = Ranks(root=str(Path(__file__).resolve().parents[1]))
+    yield ranks
+    ranks.close()
 '''
 
 
@@ -117,27 +134,33 @@ def public_checks(cfg) -> dict[str, dict[str, list[dict]]]:
     return out
 
 
-def _readme(cfg, autograder_only: dict[str, str]) -> str:
+def _readme(cfg, distributed: dict[str, str]) -> str:
     return environment().get_template("starter_readme.md.j2").render(
-        cfg=cfg, questions=questions(), autograder_only=autograder_only)
+        cfg=cfg, questions=questions(), distributed=distributed)
 
 
 def kit_files(cfg, handout_md: str) -> dict[str, str | bytes]:
     """Path in the kit -> text (or a figure's PNG bytes)."""
     checks = public_checks(cfg)
+    runs = public_runs(cfg)
     files = {f"assignments/{name}": text for name, text in generated_stubs().items()}
-    files["tests/shardlab_check.py"] = inspect.getsource(comparison)
+    files.update(harness_files())           # tests/shardlab_check.py and tests/shardlab_local/
+    files["tests/conftest.py"] = CONFTEST
     files["tests/public_cases.json"] = json.dumps(
         {q: [c for part in parts.values() for c in part] for q, parts in checks.items()}, indent=1)
-    every_gloo = {}
+    files["tests/public_runs.json"] = json.dumps(runs)
+    distributed = {}
     for q in questions():
-        gloo = {p.id: p.title for p in q.parts if p.kind == "auto" and not local_part(p)}
-        every_gloo.update(gloo)
-        files[f"tests/test_q{q.number}_{q.module}.py"] = (
-            TEST_FILE.format(number=q.number, title=q.title)
-            + (GLOO_TESTS.format(autograder_only=gloo) if gloo else ""))
+        distributed.update({r["part"]: r["title"] for r in runs[str(q.number)]})
+        ours = runs[str(q.number)]
+        text = TEST_FILE.format(number=q.number, title=q.title,
+                                run_import="from shardlab_local.local_checks import check_run\n" if ours else "")
+        if ours:
+            sizes = " or ".join(map(str, sorted({r["args"]["world_size"] for r in ours})))
+            text += RUN_TESTS.format(number=q.number, sizes=sizes)
+        files[f"tests/test_q{q.number}_{q.module}.py"] = text
     files["pyproject.toml"] = KIT_PYPROJECT.format(name="shardlab-starter-kit", torch=content.torch_version())
-    files["README.md"] = _readme(cfg, every_gloo)
+    files["README.md"] = _readme(cfg, distributed)
     files[WRITEUP_FILE] = writeup_template()
     files.update({path: png for path, _, png in document_figures(cfg, False).values()})   # the handout's
     files["handout.md"] = handout_md

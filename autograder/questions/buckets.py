@@ -8,7 +8,7 @@ the result: the final weights, the traced all-reduces, their timing.
 """
 from __future__ import annotations
 
-from shardlab.autograder.engine.rank_comparison import StatesMatch, StepCheck
+from shardlab.autograder.engine.run_checks import DDP_BUCKET_BYTES, DDP_OVERLAP, TRAINS_LIKE_ONE_PROCESS
 from shardlab.autograder.sandbox.gloo.seeds import data_seed
 from shardlab.autograder.engine.parts import REAL, Call, Case, Compare, Misconception, Part, function_part
 from shardlab.autograder.questions import Question
@@ -112,26 +112,6 @@ def _final_state(case: Case, grad_scale: float = 1.0) -> list:
                            grad_scale=grad_scale)]
 
 
-def _check_bytes(expected: list[int], step: dict) -> str | None:
-    if step.get("other"):
-        return f"unexpected collectives during the step: {', '.join(step['other'])}"
-    got = sorted(ar[0] for ar in step["all_reduces"])
-    if got == expected:
-        return None
-    return (f"{len(got)} all-reduce(s) of {got} bytes; expected one per bucket "
-            f"({len(expected)}), of the bucket's byte size")
-
-
-def _check_overlap(expected: bool, step: dict) -> str | None:
-    early = [ar for ar in step["all_reduces"] if ar[1] < step["grads"]]
-    if any(ar[2] for ar in early):
-        return None
-    if early:
-        return "the all-reduces started during backward are blocking (use async_op=True)"
-    return ("no all-reduce started before the backward pass produced its last gradient: launch "
-            "each bucket's all-reduce from the gradient hooks as soon as the bucket is complete")
-
-
 def _ddp_part(id, title, points, compare, expect, description, multi_bucket_only=False,
               misconceptions=(), function=None) -> Part:
     return Part(id=id, title=title, module=M, points=points, probe="gloo", function=function,
@@ -161,20 +141,20 @@ PARTS = (
                   misconceptions=(("MB for bytes", "matches the optimum in MB: the answer is in bytes",
                                    lambda s, w, o: ref.optimal_bucket_bytes(s, w, o) / MiB),),
                   description="bucket size in bytes at the optimum"),
-    _ddp_part("4.5", "BucketedDDP trains like one process", 4, StatesMatch(), _final_state,
+    _ddp_part("4.5", "BucketedDDP trains like one process", 4, TRAINS_LIKE_ONE_PROCESS, _final_state,
               "2 and 3 gloo ranks from different initial weights, SGD and AdamW, 3 steps: final "
               "weights equal single-process full-batch training (FP32, tolerance 1e-5 + 1e-4·|w|)",
               misconceptions=(Misconception("sum", "matches summing the gradients instead of averaging: "
                                             "divide each all-reduced bucket by the world size",
                                             lambda case: _final_state(case, case.calls[0].args["world_size"])),),
               function="BucketedDDP"),
-    _ddp_part("4.6", "one all-reduce per bucket", 2, StepCheck(_check_bytes),
+    _ddp_part("4.6", "one all-reduce per bucket", 2, DDP_BUCKET_BYTES,
               lambda case: [_bucket_bytes(*_args(case))],
               "the traced all-reduces of every step: one per bucket of assign_buckets, each of the "
               "bucket's byte size",
               misconceptions=(Misconception("forward fill", FORWARD_MSG,
                                             lambda case: [_bucket_bytes(*_args(case), fill=_forward_fill)]),)),
-    _ddp_part("4.7", "all-reduce overlaps backward", 2, StepCheck(_check_overlap), lambda case: [True],
+    _ddp_part("4.7", "all-reduce overlaps backward", 2, DDP_OVERLAP, lambda case: [True],
               "with two or more buckets, an async all-reduce starts before backward has produced "
               "its last gradient", multi_bucket_only=True),
 )

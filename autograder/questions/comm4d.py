@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from shardlab.autograder.engine.casegen import model_shapes
-from dataclasses import dataclass
 
 from shardlab.autograder.engine.parts import EXACT_INT, REAL, Call, Case, Compare, Part, function_part, written_part
+from shardlab.autograder.engine.run_checks import MESH_VOLUMES
 from shardlab.autograder.questions import Question
 from shardlab.reference import comm4d as ref
 from shardlab.reference.specs import HARDWARE
@@ -197,29 +197,9 @@ def _mesh_expect(case: Case) -> list:
     return [ref.block_collective_bytes(a["tokens"], a["d_model"], a["d_ff"], a["x"], a["y"])]
 
 
-@dataclass(frozen=True)
-class MeshVolumes:
-    """Every rank's traced volumes equal the student's block_collective_bytes.
-    (`expected`, the reference's formula, guards the reference run itself.)"""
-
-    def problem(self, expected, got) -> str | None:
-        if not isinstance(got, list) or not got:
-            return "returned no per-rank results"
-        for r, run in enumerate(got):
-            if not (run["output_ok"] and run["axes_ok"] and run["measured"] == expected):
-                return f"rank {r}: the reference mesh run is inconsistent (a grader bug): {run}"
-            why = Compare("int_dict").problem(run["measured"], run["student"])
-            if why:     # no values: hidden cases must not reveal the volumes
-                return f"rank {r}: block_collective_bytes against the traced collectives: {why}"
-        return None
-
-    def __call__(self, expected, got) -> bool:
-        return self.problem(expected, got) is None
-
-
 REAL_RUN = Part(
     id="3.8", title="real-run check on a 2 x 2 mesh", module=M, points=3, probe="gloo",
-    cases=_mesh_cases, expect=_mesh_expect, compare=MeshVolumes(),
+    cases=_mesh_cases, expect=_mesh_expect, compare=MESH_VOLUMES,
     description=("one block's BF16 forward with the layout In[B_X, D_Y] · W_in[D_X, F_Y] · "
                  "W_out[F_Y, D_X] on a 2 x 2 gloo mesh, every collective traced per mesh axis: "
                  "block_collective_bytes must equal the measured volumes"))

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 
-from shardlab.autograder.engine.rank_comparison import RankCheck, StatesMatch
+from shardlab.autograder.engine.run_checks import (FSDP_COLLECTIVES, FSDP_PREFETCH, FSDP_STORAGE,
+                                                   TRAINS_LIKE_ONE_PROCESS)
 from shardlab.autograder.sandbox.gloo.seeds import data_seed
 from shardlab.autograder.engine.parts import (REAL, Call, Case, Compare, Misconception, Part, function_part,
                                                written_part)
@@ -19,8 +20,6 @@ from shardlab.reference import fsdp as ref
 from shardlab.reference.specs import FP32_BYTES, HARDWARE
 
 M = "fsdp"
-GATHERS = {"all_gather", "all_gather_into_tensor", "all_gather_single", "_all_gather_base"}
-SCATTERS = {"reduce_scatter", "reduce_scatter_tensor", "reduce_scatter_single", "_reduce_scatter_base"}
 
 # ---- 2.1-2.6: case generators (args, public, note) ---------------------------
 
@@ -213,75 +212,11 @@ def _storage_budget(case):
     return [dict(budget=sum(math.ceil(n / p) for n in _units()) + fixed, units=len(_units()))]
 
 
-def _check_storage(expected: dict, value: dict) -> str | None:
-    """The stored count is the student's process's claim (docs/trust.md): it
-    counts only when the trusted trace shows every unit's weights gathered
-    in every forward, which a rank that keeps its full weights has no need of."""
-    stored, budget = value.get("stored"), expected["budget"]
-    for k, events in enumerate(value.get("steps") or [], start=1):
-        gathers = sum(1 for e in events if e[0] in GATHERS and e[1] == "forward")
-        if gathers < expected["units"]:
-            return (f"step {k}: {gathers} all-gather(s) in forward for {expected['units']} units: a sharded "
-                    f"rank must gather each unit's weights before using them")
-    if not value.get("steps"):
-        return "no training step was observed"
-    if not isinstance(stored, int) or isinstance(stored, bool):
-        return "stored no measurable tensors"
-    if stored <= budget:
-        return None
-    return (f"keeps {stored} parameter elements between steps; sharded, it holds at most {budget} "
-            f"(ceil(P/p) per unit, plus frozen weights and buffers): free the full weights after use")
-
-
 def _expected_collectives(case):
     p = _args(case)["world_size"]
     padded = [math.ceil(n / p) * p * FP32_BYTES for n in _units()]
     volume = sum(ref.step_comm_bytes(n, p, 1) for n in padded)
     return [dict(unit_bytes=sorted(padded), volume=volume, p=p)]
-
-
-def received_bytes(op: str, payload: int, p: int) -> float:
-    """What one rank receives in a ring collective over p ranks: (p-1)/p of the
-    payload for an all-gather or a reduce-scatter, twice that for an all-reduce
-    (a reduce-scatter then an all-gather), the payload for anything else."""
-    if op in GATHERS or op in SCATTERS:
-        return (p - 1) / p * payload
-    return 2 * (p - 1) / p * payload if op == "all_reduce" else payload
-
-
-def _check_collectives(expected: dict, steps) -> str | None:
-    want, p = expected["unit_bytes"], expected["p"]
-    for k, events in enumerate(steps, start=1):
-        others = sorted({e[0] for e in events} - GATHERS - SCATTERS)
-        fwd = sorted(e[2] for e in events if e[0] in GATHERS and e[1] == "forward")
-        bwd = sorted(e[2] for e in events if e[0] in GATHERS and e[1] != "forward")
-        rs = sorted(e[2] for e in events if e[0] in SCATTERS)
-        volume = sum(received_bytes(e[0], e[2], p) for e in events)
-        where = f"step {k}: "
-        if others:
-            return (where + f"unexpected collectives: {', '.join(others)}; FSDP all-gathers weights and "
-                    f"reduce-scatters gradients (received {volume:,.0f} bytes, expected "
-                    f"{expected['volume']:,.0f} = Σ step_comm_bytes over padded units)")
-        for name, got in (("all-gathers in forward", fwd), ("all-gathers in backward", bwd),
-                          ("reduce-scatters", rs)):
-            if got != want:
-                return (where + f"{name} of {got} bytes; expected one per unit of its padded flat size "
-                        f"{want} (received {volume:,.0f} bytes, expected {expected['volume']:,.0f})")
-    return None
-
-
-def _check_prefetch(expected, value) -> str | None:
-    for marks, events in zip(value["units"], value["steps"]):
-        gathers = [e for e in events if e[0] in GATHERS and e[1] == "forward"]
-        ends = {i: seq for kind, i, seq in marks if kind == "end"}
-        for i, end in ends.items():
-            issued = [g for g in gathers if g[4] <= end]
-            if len(issued) >= i + 2 and issued[i + 1][3]:
-                return None
-    if not any(value["units"]):
-        return "no nn.Linear forward was observed: keep the module's nn.Linear layers in place"
-    return ("no all-gather for the next unit was issued (async) before the current unit's forward "
-            "finished: start it from the current unit's forward")
 
 
 def _run_part(id, title, points, compare, expect, description, runs=RUNS, misconceptions=(),
@@ -292,23 +227,23 @@ def _run_part(id, title, points, compare, expect, description, runs=RUNS, miscon
 
 
 RUN_PARTS = (
-    _run_part("2.7", "FSDP trains like one process", 4, StatesMatch(), _single_process,
+    _run_part("2.7", "FSDP trains like one process", 4, TRAINS_LIKE_ONE_PROCESS, _single_process,
               "2 and 3 gloo ranks, SGD and AdamW, 3 steps: full_state_dict() equals single-process "
               "full-batch training (FP32, tolerance 1e-5 + 1e-4·|w|)",
               misconceptions=(Misconception("sum", "matches summing the gradients instead of averaging: "
                                             "divide the reduce-scattered gradient by the world size",
                                             lambda case: _single_process(case, _args(case)["world_size"])),),
               function="FSDP"),
-    _run_part("2.8", "sharded storage", 2, RankCheck(_check_storage), _storage_budget,
+    _run_part("2.8", "sharded storage", 2, FSDP_STORAGE, _storage_budget,
               "between steps each rank keeps at most ceil(P/p) parameter elements per unit "
               "(measured from the tensors reachable from the FSDP object)"),
-    _run_part("2.9", "collectives and volume", 3, RankCheck(_check_collectives, "steps"), _expected_collectives,
+    _run_part("2.9", "collectives and volume", 3, FSDP_COLLECTIVES, _expected_collectives,
               "per step and unit: one all-gather in forward, one in backward, one reduce-scatter, each "
               "of the padded flat size; total volume = Σ step_comm_bytes"),
-    _run_part("2.10", "agrees with fully_shard", 2, StatesMatch(), _fully_shard,
+    _run_part("2.10", "agrees with fully_shard", 2, TRAINS_LIKE_ONE_PROCESS, _fully_shard,
               "final weights equal PyTorch's own FSDP2 (fully_shard) on the same model and data",
               runs=(RUNS[1], RUNS[2])),
-    _run_part("2.11", "prefetch (bonus)", 1, RankCheck(_check_prefetch), lambda case: [None],
+    _run_part("2.11", "prefetch (bonus)", 1, FSDP_PREFETCH, lambda case: [None],
               "the next unit's all-gather is issued, async, before the current unit's forward finishes",
               bonus=True),
 )

@@ -38,6 +38,7 @@ import time
 from dataclasses import dataclass
 
 from shardlab.autograder.engine.parts import Call
+from shardlab.autograder.sandbox.gloo.verdict import failure, unfinished
 from shardlab.autograder.sandbox.process import Limits, Outcome, Sandbox, CappedReader, kill_group, worker_env
 
 
@@ -53,8 +54,6 @@ class GlooLimits:
 
 GLOO = GlooLimits()
 MAX_LINE_BYTES = 64 << 20      # one result line from a trusted rank (a few MB of weights at most)
-# what gloo and torch's monitored barrier say when a collective times out
-TIMEOUT_MARKS = ("Timed out", "timed out", "monitoredBarrier")
 
 
 class GroupError(Exception):
@@ -252,27 +251,14 @@ class WorkerGroup:
         if not failed and len(got) == self.world_size:
             return Outcome(value=[got[r][1] for r in range(self.world_size)]), "ok"
         if not failed:
-            stuck = "; ".join(f"rank {r} " + (f"was stuck in {self.where[r]}" if self.where[r]
-                                              else "was running Python code, in no collective")
-                              for r in range(self.world_size) if r not in got)
-            return Outcome(error=f"did not finish within {seconds:g} s: {stuck}"), "hung"
+            return Outcome(error=unfinished(self.world_size, got, self.where, seconds)), "hung"
         # let the other ranks report too: one failure often explains another
         more = self._collect(time.monotonic() + self.server.gloo.grace_seconds,
                              set(range(self.world_size)) - set(got), "result")
         got.update(more)
         failed = {r: v for r, v in got.items() if v[0] != "ok"}
-        dead = sorted(r for r, v in failed.items() if v[0] == "died")
-        if dead:                       # a dead rank explains the others' errors
-            r = dead[0]
-            where = (f" while in {self.where[r]}" if self.where[r]
-                     else f" after {self.last[r]}" if self.last[r] else " before its first collective")
-            return Outcome(error=f"rank {r} ended its process{where}"), "died"
-        first = min(failed)
-        text = failed[first][1]["error"]
-        if any(mark in text for mark in TIMEOUT_MARKS):
-            return Outcome(error=f"rank {first} hung: {text}"), "hung"
-        clean = len(failed) == self.world_size and all(v[1]["collectives"] == 0 for v in failed.values())
-        return Outcome(error=f"rank {first}: {text}"), "clean-error" if clean else "error"
+        state, text = failure(self.world_size, failed, self.where, self.last)
+        return Outcome(error=text), state
 
     def kill(self) -> None:
         """The trusted ranks die; their student processes die with them

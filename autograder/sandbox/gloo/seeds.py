@@ -13,9 +13,17 @@ the same keyed seed.
 The secret is the machine's own (made once, mode 0600, in the grader's
 cache folder, reference/cache.py, so cached reference runs stay valid), or
 SHARDLAB_GRADING_SECRET when set (a batch of graders sharing a cache).
+
+The starter kit runs the public cases on the student's machine with the
+public seed itself: its expected values are computed at `shardlab build`
+inside `public_seeds()` (publish/kit_harness.py), where `data_seed` is the
+identity. Grading never enters it, and a kit's run says nothing of the
+keyed seeds a grading uses.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import hmac
 import os
@@ -23,6 +31,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from shardlab.reference.cache import cache_dir
+
+
+_PUBLIC = contextvars.ContextVar("shardlab_public_seeds", default=False)
 
 
 def _secret_file() -> Path:
@@ -54,5 +65,17 @@ def grading_secret() -> bytes:
 
 def data_seed(seed: int) -> int:
     """The seed a run really uses for the public case seed `seed` (31 bits)."""
+    if _PUBLIC.get():
+        return seed
     digest = hmac.new(grading_secret(), f"data:{seed}".encode(), hashlib.sha256).digest()
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+@contextlib.contextmanager
+def public_seeds():
+    """Within: every run uses its public seed as is (the starter kit's runs)."""
+    token = _PUBLIC.set(True)
+    try:
+        yield
+    finally:
+        _PUBLIC.reset(token)

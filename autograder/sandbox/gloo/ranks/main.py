@@ -42,8 +42,8 @@ import warnings
 from datetime import timedelta
 
 from shardlab.autograder.sandbox.gloo.ranks.channel import Channel, unpack_tensors
-from shardlab.autograder.sandbox.worker import (BlockAnswerKey, describe_exception, import_student_module,
-                                       load_submission_package, plain)
+from shardlab.autograder.sandbox.student_values import describe_exception, plain
+from shardlab.autograder.sandbox.worker import BlockAnswerKey, import_student_module, load_submission_package
 
 PR_SET_PDEATHSIG = 1
 

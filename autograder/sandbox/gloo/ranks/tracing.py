@@ -8,7 +8,7 @@ the student module is imported. Each call records one plain-dict event:
 
     {"kind": "collective", "op": "all_reduce", "seq": 3, "group": "world",
      "bytes": 480, "dtype": "torch.float32", "async": True,
-     "phase": "step 1", "grads_before": 2}
+     "phase": "step 1", "grads_before": 2, "start": 812.0131, "end": 812.0135}
 
 `bytes` is the payload: the largest tensor argument (a list counts as the
 sum of its tensors), i.e. the reduced tensor, the gathered tensor of an
@@ -17,7 +17,15 @@ places the call relative to the backward pass: how many gradients of the
 watched module had been produced in this phase when the call was made
 (`watch_gradients` registers its post-accumulate-grad hooks before any
 student hook, so for the same parameter it fires first). Gradient events
-are {"kind": "grad", "param": i, "phase": ...}.
+are {"kind": "grad", "param": i, "phase": ..., "t": ...} and phase changes
+{"kind": "phase", "name": ..., "t": ...}.
+
+Times ("start", "end", "t") are `time.monotonic()` seconds, one clock for
+every process of the machine, so the ranks' events can be drawn on one
+timeline (autograder/publish/timeline.py). A collective's "end" is when it
+completed: when the call returned, or for an async one when its work
+finished (its future's callback; else when `wait()` returned; None if
+neither was seen).
 
 The tracer also reports where a rank is blocked: `status(label)` before a
 collective or a wait, `status(None)` after, so the parent can say which
@@ -27,6 +35,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import time
 from typing import Any, Callable
 
 import torch
@@ -50,14 +59,20 @@ def _payload(value: Any) -> tuple[int, str | None]:
 class TracedWork:
     """The Work of an async collective; its wait() reports where the rank blocks."""
 
-    def __init__(self, work, label: str, tracer: "Tracer"):
-        self._work, self._label, self._tracer = work, label, tracer
+    def __init__(self, work, label: str, tracer: "Tracer", event: dict):
+        self._work, self._label, self._tracer, self._event = work, label, tracer, event
+        try:
+            work.get_future().add_done_callback(lambda _f: _ended(event))
+        except (AttributeError, RuntimeError):       # a backend without futures: wait() will say
+            pass
 
     def wait(self, *args, **kwargs):
         label = f"waiting for {self._label}"
         self._tracer.enter(label)
         try:
-            return self._work.wait(*args, **kwargs)
+            done = self._work.wait(*args, **kwargs)
+            _ended(self._event)
+            return done
         except BaseException:
             self._tracer.failed_in = label
             raise
@@ -66,6 +81,11 @@ class TracedWork:
 
     def __getattr__(self, name):
         return getattr(self._work, name)
+
+
+def _ended(event: dict) -> None:
+    if event.get("end") is None:
+        event["end"] = time.monotonic()
 
 
 class Tracer:
@@ -85,15 +105,16 @@ class Tracer:
     # ---- phases and the backward pass ---------------------------------------
     def set_phase(self, name: str) -> None:
         self.phase, self.grads = name, 0
+        self.events.append({"kind": "phase", "name": name, "t": time.monotonic()})
 
     def watch_gradients(self, module: torch.nn.Module) -> None:
         """Record when each trainable parameter's gradient is produced."""
         for i, p in enumerate(q for q in module.parameters() if q.requires_grad):
-            p.register_post_accumulate_grad_hook(lambda _p, i=i: self._grad(i))
+            p.register_post_accumulate_grad_hook(lambda _p, i=i: self.gradient_ready(i))
 
-    def _grad(self, i: int) -> None:
+    def gradient_ready(self, i: int) -> None:
         self.grads += 1
-        self.events.append({"kind": "grad", "param": i, "phase": self.phase})
+        self.events.append({"kind": "grad", "param": i, "phase": self.phase, "t": time.monotonic()})
 
     def collectives(self, phase: str | None = None, op: str | None = None) -> list[dict]:
         return [e for e in self.events if e["kind"] == "collective"
@@ -158,7 +179,7 @@ class Tracer:
             event = {"kind": "collective", "op": name, "seq": tracer.seq,
                      "group": tracer._group_label(bound.get("group")), "bytes": size,
                      "dtype": dtype, "async": is_async, "phase": tracer.phase,
-                     "grads_before": tracer.grads}
+                     "grads_before": tracer.grads, "start": time.monotonic(), "end": None}
             tracer.events.append(event)
             label = f"{name} #{tracer.seq} ({size:,} bytes, {tracer.phase})"
             tracer.last = label
@@ -172,7 +193,10 @@ class Tracer:
             finally:
                 tracer._depth -= 1
                 tracer.leave()
-            return TracedWork(work, label, tracer) if is_async and work is not None else work
+            if is_async and work is not None:
+                return TracedWork(work, label, tracer, event)
+            _ended(event)
+            return work
 
         traced.__name__ = traced.__qualname__ = name
         traced.__doc__ = fn.__doc__

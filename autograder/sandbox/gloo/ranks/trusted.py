@@ -25,7 +25,7 @@ import torch.distributed as dist
 from shardlab.autograder.sandbox.gloo.ranks.proxy import GATHER_INTO, SCATTER_FROM
 from shardlab.autograder.sandbox.gloo.ranks.channel import (Channel, ProtocolError, describe, pack_tensors,
                                                              tensor_bytes, tensor_from)
-from shardlab.autograder.sandbox.gloo.ranks.scenarios import SCENARIOS, RankContext
+from shardlab.autograder.sandbox.gloo.ranks.scenarios import SCENARIOS, RankContext, record_mark
 from shardlab.autograder.sandbox.gloo.ranks.tracing import Tracer, explain
 
 MAX_MARKS = 100_000            # per scenario: more is a flood, not a training loop
@@ -97,19 +97,6 @@ def perform(header: dict, payload: bytearray, world_size: int) -> torch.Tensor |
     return result
 
 
-def _on_mark(ctx: RankContext, header: dict) -> None:
-    kind = header.get("mark")
-    if kind == "phase":
-        ctx.tracer.set_phase(str(header.get("name"))[:100])
-    elif kind == "grad":
-        ctx.tracer._grad(int(header.get("param", -1)))
-    else:
-        ctx.marks.append({"kind": str(kind)[:40], "at": str(header.get("at"))[:40],
-                          "i": header.get("i") if isinstance(header.get("i"), int) else None,
-                          "k": header.get("k") if isinstance(header.get("k"), int) else None,
-                          "seq": ctx.tracer.seq})
-
-
 def serve_run(run: dict, student: Channel, to_grader: Callable[..., None], tracer: Tracer,
               rank: int, world_size: int) -> None:
     """One scenario on this rank; ends with one message to the grader."""
@@ -156,7 +143,7 @@ def serve_run(run: dict, student: Channel, to_grader: Callable[..., None], trace
             marks += 1
             if marks > MAX_MARKS:
                 return failed(f"the student's process sent more than {MAX_MARKS} marks")
-            _on_mark(ctx, header)
+            record_mark(ctx, header)
         elif "result" in header:
             try:
                 return to_grader(result=scenario.report(ctx, header["result"], **run["args"]))

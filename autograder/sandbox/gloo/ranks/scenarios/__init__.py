@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -78,6 +79,24 @@ class Scenario:
 
     def report(self, rank: RankContext, result: Any, **args) -> Any:
         return result
+
+
+def record_mark(ctx: RankContext, header: dict) -> None:
+    """File one mark of the student half (`StudentContext.phase`/`mark`) in the
+    rank's record: a phase change goes to the tracer, a gradient to its
+    gradient count, anything else to `ctx.marks` with the number of
+    collectives performed by then ("seq") and the time ("t", time.monotonic()).
+    The header is untrusted: every field is cut to size and typed here."""
+    kind = header.get("mark")
+    if kind == "phase":
+        ctx.tracer.set_phase(str(header.get("name"))[:100])
+    elif kind == "grad":
+        ctx.tracer.gradient_ready(int(header.get("param", -1)))
+    else:
+        ctx.marks.append({"kind": str(kind)[:40], "at": str(header.get("at"))[:40],
+                          "i": header.get("i") if isinstance(header.get("i"), int) else None,
+                          "k": header.get("k") if isinstance(header.get("k"), int) else None,
+                          "seq": ctx.tracer.seq, "t": time.monotonic()})
 
 
 def register(cls):

@@ -1,0 +1,126 @@
+"""The portable launcher of the starter kit (sandbox/gloo/local.py) and the
+kit's public runs (publish/kit_harness.public_runs, sandbox/gloo/local_checks.py):
+a hang fails in seconds naming the rank and the collective, nothing outlives
+the launcher (killed, or interrupted with Ctrl-C), and the public runs carry
+the public seed."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from shardlab.autograder.publish import kit_harness
+from shardlab.autograder.publish.kit_harness import public_runs
+from shardlab.autograder.sandbox.gloo.local import LocalGroup, ScenarioFailed
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(120)]
+
+PROBE = textwrap.dedent('''
+    import time
+    import torch
+    import torch.distributed as dist
+
+    def only_rank0_reduces():
+        if dist.get_rank() == 0:
+            dist.all_reduce(torch.ones(4))
+        return dist.get_rank()
+
+    def spins():
+        while True:
+            pass
+
+    def sums():
+        t = torch.ones(3) * (dist.get_rank() + 1)
+        dist.all_reduce(t)
+        return t.tolist()
+''')
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def probe_root(submission):
+    return submission(probe=PROBE)
+
+
+def test_a_collective_one_rank_never_joins_fails_in_seconds_naming_rank_and_call(probe_root):
+    with LocalGroup(2, str(probe_root), collective_seconds=2) as group:
+        values = group.run("run_function", "probe", {"function": "sums"})
+        assert [v["value"] for v in values] == [[3.0, 3.0, 3.0]] * 2           # 1 + 2 on each rank
+        for v in values:                                                        # traced: 3 FP32 values
+            assert [(e["op"], e["bytes"]) for e in v["collectives"]] == [("all_reduce", 12)]
+            assert v["collectives"][0]["end"] >= v["collectives"][0]["start"]
+        start = time.monotonic()
+        with pytest.raises(ScenarioFailed) as failed:
+            group.run("run_function", "probe", {"function": "only_rank0_reduces"}, seconds=30)
+        pids = [p.pid for p in group._procs] if group._procs else []
+    assert time.monotonic() - start < 10
+    assert failed.value.state == "hung"
+    assert str(failed.value).startswith("rank 0 hung") and "all_reduce" in str(failed.value), str(failed.value)
+    assert not any(_alive(pid) for pid in pids)
+
+
+def test_python_that_never_returns_meets_the_deadline_and_the_group_is_killed(probe_root):
+    group = LocalGroup(2, str(probe_root), collective_seconds=2)
+    pids = [p.pid for p in group._procs]
+    with pytest.raises(ScenarioFailed, match="did not finish within 3 s: rank 0 was running Python code"):
+        group.run("run_function", "probe", {"function": "spins"}, seconds=3)
+    time.sleep(0.1)
+    assert not any(_alive(pid) for pid in pids)
+
+
+LAUNCHER = '''
+import sys, time
+from shardlab.autograder.sandbox.gloo.local import LocalGroup
+group = LocalGroup(2, sys.argv[1])
+print(" ".join(str(p.pid) for p in group._procs), flush=True)
+group.run("run_function", "probe", {"function": "spins"}, seconds=600)
+'''
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT], ids=["killed", "ctrl-c"])
+def test_no_rank_outlives_its_launcher(probe_root, how):
+    """Killed outright, the ranks notice within half a second; interrupted
+    (Ctrl-C), the launcher kills them at exit."""
+    proc = subprocess.Popen([sys.executable, "-c", LAUNCHER, str(probe_root)], stdout=subprocess.PIPE, text=True,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        pids = [int(p) for p in proc.stdout.readline().split()]
+        assert len(pids) == 2 and all(_alive(p) for p in pids)
+        time.sleep(0.5)                                      # both ranks spinning in the student's loop
+        os.kill(proc.pid, how)
+        proc.wait(timeout=20)
+        deadline = time.monotonic() + 5
+        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_alive(p) for p in pids)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_public_runs_use_the_public_seed_not_the_keyed_one(cfg):
+    """2.7's expected weights are single-process training with the case's own
+    seed (computed here with the model code directly), not with data_seed(seed)."""
+    from shardlab.autograder.sandbox.gloo.seeds import data_seed
+    from shardlab.reference.toy_models import single_process
+    runs = public_runs(cfg)
+    by_part = {r["part"]: r for q in runs.values() for r in q}
+    distributed = {p.id for p in kit_harness.distributed_parts()}
+    assert set(by_part) == distributed            # every distributed part has a public run
+    run = by_part["2.7"]
+    a = run["args"]
+    assert run["expected"] == single_process(a["model"], a["optimizer"], a["steps"], a["seed"], a["world_size"])
+    assert run["expected"] != single_process(a["model"], a["optimizer"], a["steps"], data_seed(a["seed"]),
+                                             a["world_size"])
+    assert all(r["args"]["world_size"] in (2, 4) for r in by_part.values())   # hidden: 3 ranks
+    assert [m for _, m in run["mistakes"]] and "averaging" in run["mistakes"][0][1]
