@@ -12,6 +12,7 @@ from shardlab.autograder.publish.mathtext import to_tex
 from shardlab.autograder.engine.writeup import read_writeup, written_parts
 from shardlab.autograder.engine.answer_sheet import answer_sheet
 from shardlab.autograder.questions import questions
+from shardlab.autograder.publish.kit_harness import distributed_parts
 from shardlab.autograder.publish.render import BUCKETS_PNG, build
 from shardlab.autograder.publish.stubs import SOLUTIONS
 
@@ -72,21 +73,30 @@ def test_no_bucket_plot_no_link(tmp_path, cfg):
 
 
 def test_notebook_validates_and_runs_on_the_solutions(out, tmp_path):
-    nb = nbformat.read(out / "handout.ipynb", as_version=4)
+    """In the starter kit's folder with the solutions in assignments/: every check cell
+    passes, the distributed ones on local gloo ranks."""
+    with zipfile.ZipFile(out / "starter-kit.zip") as zf:
+        zf.extractall(tmp_path)
+    kit = tmp_path / "starter-kit"
+    nb = nbformat.read(kit / "handout.ipynb", as_version=4)
     nbformat.validate(nb)
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert any("run_checks('memory'" in c.source for c in code)
-    shutil.copytree(SOLUTIONS, tmp_path / "assignments", ignore=shutil.ignore_patterns("__pycache__"))
+    assert {c.source for c in code if "run_distributed" in c.source and "def " not in c.source} == {
+        f"run_distributed({p.id!r})" for p in distributed_parts()}
+    shutil.rmtree(kit / "assignments")
+    shutil.copytree(SOLUTIONS, kit / "assignments", ignore=shutil.ignore_patterns("__pycache__"))
     NotebookClient(nb, timeout=120, kernel_name="python3",
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+                   resources={"metadata": {"path": str(kit)}}).execute()
     # per cell: a busy kernel may send one print as several stream messages
     printed = ["".join(o.text for o in c.outputs if o.get("name") == "stdout") for c in code]
     passed = [text for text in printed if text]
     assert len(passed) == len(code) - 1, printed
-    assert all("public checks passed" in t or t.startswith("saved ") for t in passed), printed
+    assert all("public checks passed" in t or "public runs passed on local gloo ranks" in t
+               or t.startswith("saved ") for t in passed), printed
     # each written deliverable's cell saved its (still blank) section of writeup.md
     assert sum(t.startswith("saved ") for t in passed) == len(written_parts())
-    assert set(read_writeup(tmp_path)) == {p.id for p in written_parts()}
+    assert set(read_writeup(kit)) == {p.id for p in written_parts()}
 
 
 def test_notebook_reports_a_stub(out, tmp_path):

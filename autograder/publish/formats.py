@@ -3,8 +3,12 @@ tables, and `$...$` math turned into MathML at build time), and a Jupyter
 notebook built with nbformat: the handout's Markdown split into one cell
 per section, after each task's heading a code cell that imports the
 student's module and runs that task's public checks (engine/comparison.py,
-inlined in the first code cell: the grader's own comparison rules), and for
-each written deliverable a cell that saves the answer in writeup.md."""
+inlined in the first code cell: the grader's own comparison rules), after
+each distributed task's a cell that runs its public cases on local gloo ranks
+with the kit's copy of the grader's checks (tests/shardlab_local/, so it
+runs in the starter kit's folder) and shows the traced timeline where the
+task is about overlap, and for each written deliverable a cell that saves
+the answer in writeup.md."""
 from __future__ import annotations
 
 import base64
@@ -77,6 +81,30 @@ def run_checks(module, cases):
     print(f"all {{len(json.loads(cases))}} public checks passed")
 
 
+def run_distributed(part_id):
+    """Run a distributed task's public cases on local gloo ranks, checked by the kit's copy
+    of the grader's own checks (tests/shardlab_local/), on fresh ranks so your edits count."""
+    tests = os.path.join(os.getcwd(), "tests")
+    if not os.path.isfile(os.path.join(tests, "public_runs.json")):
+        raise FileNotFoundError("run this notebook in the starter kit's folder (it needs tests/public_runs.json)")
+    sys.path.insert(0, tests)
+    from shardlab_local.local_checks import Ranks, check_run
+    with open(os.path.join(tests, "public_runs.json")) as f:
+        runs = [r for q in json.load(f).values() for r in q if r["part"] == part_id]
+    ranks, failures = Ranks(os.getcwd()), []
+    try:
+        for run in runs:
+            try:
+                check_run(run, ranks)
+            except AssertionError as exc:
+                failures.append(f"{{run['id']}}: {{exc}}")
+    finally:
+        ranks.close()
+    if failures:
+        raise AssertionError("\\n".join(failures))
+    print(f"all {{len(runs)}} public runs passed on local gloo ranks")
+
+
 def write_answer(part_id, text):
     """Put your written answer to `part_id` under its heading in writeup.md (hand it in)."""
     import re
@@ -140,6 +168,11 @@ def notebook(cfg, handout_md: str, checks: dict) -> nbformat.NotebookNode:
                 f"**Task {part_id}** {title}: {part.description}{stop} {todo}"))
             cells.append(nbformat.v4.new_code_cell(
                 f"run_checks({q.module!r}, r'''{json.dumps(cases)}''')"))
+        for part in (p for p in q.parts if p.kind == "auto" and p.probe == "gloo"):
+            cells.append(nbformat.v4.new_markdown_cell(
+                f"**Task {part.id}** {part.title}: {part.description}. This cell runs its public cases on "
+                f"local gloo ranks, with the grader's own checks:"))
+            cells.append(nbformat.v4.new_code_cell(f"run_distributed({part.id!r})"))
         for part in (p for p in q.parts if p.kind == "manual"):      # engine/writeup.py
             cells.append(nbformat.v4.new_markdown_cell(
                 f"**Written {part.id}** {part.title}: {part.description}. Write it below; the cell saves it "
