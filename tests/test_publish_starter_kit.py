@@ -1,6 +1,7 @@
 """The starter kit works without the rest of the repo: its pytest fails on the
 stubs and passes on the solutions; hidden cases and reference code stay out."""
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -38,6 +39,7 @@ def test_contents(kit):
     assert not any(n.split("/")[1] in ("solutions", "reference", "autograder") for n in names)
     readme = (root / "README.md").read_text()
     assert "pytest" in readme and "zip" in readme and "Task 4.5" in readme
+    assert "python tests/timelines.py" in readme
 
 
 def test_only_public_cases(kit, cfg):
@@ -68,6 +70,13 @@ def test_stubs_fail_solutions_pass(kit, tmp_path):
     solved = kit_pytest(tmp_path / "kit")
     assert solved.returncode == 0, solved.stdout[-2000:]
     assert "failed" not in solved.stdout and "skipped" not in solved.stdout   # the gloo tasks too
+    # the README's timeline command, as a student types it
+    drawn = subprocess.run([sys.executable, "tests/timelines.py"], cwd=tmp_path / "kit", capture_output=True,
+                           text=True, timeout=120, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert drawn.returncode == 0, drawn.stderr[-2000:]
+    assert "started before backward ended" in drawn.stdout
+    for name in ("bucketed-ddp.png", "bucketed-ddp.trace.json", "fsdp.png", "fsdp.trace.json"):
+        assert (tmp_path / "kit" / "timelines" / name).stat().st_size > 0
 
 
 def test_a_known_mistake_is_named(kit, tmp_path):

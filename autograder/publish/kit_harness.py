@@ -51,6 +51,8 @@ SHIPPED = {
     f"{_G}.sandbox.gloo.ranks.scenarios.ddp": f"{KIT_PACKAGE}.scenarios.ddp",
     f"{_G}.sandbox.gloo.ranks.scenarios.fsdp": f"{KIT_PACKAGE}.scenarios.fsdp",
     f"{_G}.sandbox.gloo.ranks.scenarios.comm4d": f"{KIT_PACKAGE}.scenarios.comm4d",
+    f"{_G}.publish.timeline": f"{KIT_PACKAGE}.timeline",
+    f"{_G}.publish.kit_timelines": "timelines",          # tests/timelines.py: `python tests/timelines.py`
     "shardlab.reference.toy_models": f"{KIT_PACKAGE}.toy_models",
     "shardlab.reference.comm4d_mesh": f"{KIT_PACKAGE}.comm4d_mesh",
 }

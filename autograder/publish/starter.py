@@ -39,7 +39,8 @@ version = "0.1.0"
 requires-python = ">=3.11"
 # torch pinned to the grader's release; install the CPU build as README.md says (an unpinned
 # torch on Linux pulls a multi-GB CUDA build)
-dependencies = ["torch=={torch}", "numpy", "pytest>=8"]   # numpy: torch warns without it
+# numpy: torch warns without it; matplotlib: the timelines and the bucket experiment's plot
+dependencies = ["torch=={torch}", "numpy", "matplotlib", "pytest>=8"]
 
 [tool.setuptools]
 packages = []        # nothing to install from this folder but the dependencies (tests find assignments/)
