@@ -1,5 +1,5 @@
 """The bucket experiment's rank side: two scenarios, loaded only by the
-benchmark's fork server (never while grading).
+benchmark's local ranks (sandbox/gloo/local.py; never while grading).
 
 - "bench_allreduce": times dist.all_reduce of FP32 tensors of given sizes
   (median of `repeats`, after a warm-up), for the o + bytes / w fit.
