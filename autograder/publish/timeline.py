@@ -1,180 +1,292 @@
-"""A measured timeline of one training step, per rank: compute against
-communication, as a PNG and as a Chrome trace (ui.perfetto.dev or
-chrome://tracing open it). The starter kit ships this file.
+"""A measured timeline of one training step, per rank: what each rank computed
+against what it communicated, as a PNG and as a Chrome trace (open it in
+https://ui.perfetto.dev or chrome://tracing). The starter kit ships this file;
+it needs only the standard library (and matplotlib for the PNG).
 
-Input: one list of events per rank, as the tracer records them
-(sandbox/gloo/ranks/tracing.py and scenarios' marks), times in seconds of
-`time.monotonic()`, one clock for all ranks of a machine:
+Input: one list of events per rank, as the tracer records them. Times are
+seconds of `time.monotonic()`, one clock for every rank of a machine; the
+drawing and the trace count from the earliest event of all ranks.
 
-- {"kind": "collective", "op", "seq", "bytes", "async", "phase", "start", "end"}
-  ("end" None: never seen to finish; drawn to the end of the window);
-- {"kind": "grad", "param": i, "t"}: parameter i's gradient was accumulated (DDP);
+- {"kind": "collective", "op", "seq", "bytes", "async", "phase", "start", "end"}:
+  one torch.distributed call; "end" is None if it was never seen to finish;
+- {"kind": "grad", "param": i, "phase", "t"}: parameter i's gradient was
+  accumulated (DDP; parameters numbered in model.parameters() order);
 - {"kind": "phase", "name", "t"}: the rank entered a phase. DDP: "step 2" is
   the whole second step; FSDP: "1 forward", "1 backward", "1 finish", "1 optimizer";
-- {"kind": "unit", "at": "start" | "end", "i", "t"}: unit i's forward (FSDP).
+- {"kind": "unit", "at": "start" | "end", "i", "t"}: unit i's forward (FSDP);
+- {"kind": "step", "k", "t"}: FSDP step k (0-based) begins.
 
-What the compute lane shows is what was measured, no more. DDP: the step's
-start to its first gradient is "forward + backward until the first
-gradient"; each later span runs from one gradient-ready instant to the next
-(backward of the layers in between). FSDP: each unit's forward, then the
-backward phase. "Backward ends" at the last gradient (DDP) or where the
-"finish" phase starts (FSDP).
+The compute lane shows what was measured, no more. DDP: only the instants at
+which gradients became ready are known, so the step's start to the first
+gradient is "forward (and backward up to the first gradient)", and each
+later span runs from one gradient-ready instant to the next ("backward:
+param i" ends when param i's gradient is ready). FSDP: each unit's forward,
+then the backward, finish and optimizer phases. Backward ends at the last
+gradient (DDP) or where the "finish" phase starts (FSDP).
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-
-def step_window(ranks: list[list[dict]], step: str) -> list[list[dict]]:
-    """The events of one step on every rank: a DDP phase name ("step 2") or an
-    FSDP step index ("1", whose phases are "1 forward" ... "1 optimizer")."""
-    def inside(e: dict) -> bool:
-        name = e.get("phase") if e["kind"] in ("collective", "grad") else e.get("name")
-        return name == step or (isinstance(name, str) and name.split(" ")[0] == step and " " in name)
-    out = []
-    for events in ranks:
-        phases = sorted((e["t"], e) for e in events if e["kind"] == "phase" and inside(e))
-        if not phases:
-            out.append([])
-            continue
-        begin = phases[0][0]
-        after = [e["t"] for e in events if e["kind"] == "phase" and e["t"] > phases[-1][0] and not inside(e)]
-        end = min(after, default=float("inf"))
-        out.append([e for e in events if inside(e)
-                    or (e["kind"] == "unit" and begin <= e["t"] < end)])
-    return out
+COLORS = {"forward": "#8fb0dc", "backward": "#4c72b0"}      # compute; any other compute is OTHER
+OTHER, ASYNC, BLOCKING, EXPOSED, SHADE = "#c4c4c4", "#dd8452", "#8172b3", "#c44e52", "#e8eef6"
+LEGEND = ("forward", "backward", "backward (shaded)", "gradient ready", "finish, optimizer", "async collective",
+          "blocking collective", "never seen to finish (hatched)", "communication after backward")
 
 
-def _backward_end(events: list[dict]) -> float | None:
-    grads = [e["t"] for e in events if e["kind"] == "grad"]
-    if grads:
-        return max(grads)
-    finish = [e["t"] for e in events if e["kind"] == "phase" and e["name"].endswith(" finish")]
-    return min(finish) if finish else None
+def _t(e: dict) -> float:
+    return e["t"] if "t" in e else e["start"]
 
 
-def compute_spans(events: list[dict]) -> list[dict]:
-    """The compute lane of one rank: spans {"name", "start", "end", "cat"} (module docstring)."""
-    phases = sorted((e["t"], e["name"]) for e in events if e["kind"] == "phase")
-    grads = sorted((e["t"], e["param"]) for e in events if e["kind"] == "grad")
-    spans = []
-    if grads and phases:                                         # DDP
-        spans.append(dict(name="forward + backward until the first gradient", start=phases[0][0],
-                          end=grads[0][0], cat="forward"))
-        for (t0, _), (t1, i) in zip(grads, grads[1:]):
-            spans.append(dict(name=f"backward until param {i}'s gradient", start=t0, end=t1, cat="backward"))
-        return spans
-    starts = {}
-    for e in sorted((e for e in events if e["kind"] == "unit"), key=lambda e: e["t"]):
-        if e["at"] == "start":
-            starts[e["i"]] = e["t"]
-        elif e["i"] in starts:
-            spans.append(dict(name=f"forward: unit {e['i']}", start=starts.pop(e["i"]), end=e["t"], cat="forward"))
-    for (t0, name), (t1, _) in zip(phases, phases[1:] + [(None, None)]):
-        stage = name.split(" ", 1)[-1]
-        if stage in ("backward", "finish", "optimizer") and t1 is not None:
-            spans.append(dict(name=stage, start=t0, end=t1, cat=stage))
-    return spans
-
-
-def comm_spans(events: list[dict]) -> list[dict]:
-    """One span per collective; one never seen to finish ends at the window's last event."""
-    last = max((e.get("end") or e.get("start") or e.get("t") or 0 for e in events), default=0)
-    return [dict(name=f"{e['op']} #{e['seq']} ({e['bytes']:,} B)", start=e["start"],
-                 end=e["end"] if e.get("end") is not None else last, finished=e.get("end") is not None,
-                 is_async=bool(e["async"]), bytes=e["bytes"], seq=e["seq"], phase=e["phase"])
-            for e in events if e["kind"] == "collective"]
+def _last(events: list[dict]) -> float:
+    return max((t for e in events for t in (e.get("t"), e.get("start"), e.get("end")) if t is not None),
+               default=0.0)
 
 
 def _origin(ranks: list[list[dict]]) -> float:
-    times = [e.get("start", e.get("t")) for events in ranks for e in events]
-    return min((t for t in times if t is not None), default=0.0)
+    return min((_t(e) for events in ranks for e in events), default=0.0)
+
+
+def _fsdp(events: list[dict]) -> bool:
+    """FSDP phases are "<step> <stage>"; DDP's are "step <k>"."""
+    return any(e["kind"] == "phase" and e["name"].split(" ")[0].isdigit() for e in events)
+
+
+def step_window(ranks: list[list[dict]], step: str) -> list[list[dict]]:
+    """The events of one step on every rank: `step` is a DDP phase name
+    ("step 2") or an FSDP step index ("1": phases "1 forward" ... "1 optimizer").
+    Each rank's list is in time order and ends with the rank's first phase event
+    after the step, when there is one: it marks where the step ended."""
+    def ours(name) -> bool:
+        return name == step or (isinstance(name, str) and name.startswith(step + " "))
+    out = []
+    for events in ranks:
+        events = sorted(events, key=_t)
+        mine = [e for e in events if e["kind"] == "phase" and ours(e["name"])]
+        if not mine:
+            out.append([])
+            continue
+        after = [e for e in events if e["kind"] == "phase" and e["t"] > mine[-1]["t"]][:1]
+        end = after[0]["t"] if after else float("inf")
+        out.append([e for e in events if ours(e.get("phase", e.get("name")))
+                    or (e["kind"] == "unit" and mine[0]["t"] <= e["t"] < end)
+                    or (e["kind"] == "step" and str(e.get("k")) == step)] + after)
+    return out
+
+
+def _span(name: str, start: float, end: float, cat: str) -> dict:
+    return {"name": name, "start": start, "end": end, "cat": cat}
+
+
+def compute_spans(events: list[dict]) -> list[dict]:
+    """The compute lane of one rank: spans {"name", "start", "end", "cat"} in
+    seconds, in time order (module docstring); "cat" is "forward", "backward",
+    "after" (DDP, after the last gradient), "finish", "optimizer" or "other".
+    A phase's span ends where the next phase begins, so the last phase of the
+    list has none; an FSDP forward phase is drawn as its units' forwards."""
+    phases = sorted((e for e in events if e["kind"] == "phase"), key=_t)
+    spans = []
+    for p, nxt in zip(phases, phases[1:] + [None]):
+        grads = sorted((e for e in events if e["kind"] == "grad" and e["phase"] == p["name"]), key=_t)
+        stage = p["name"].split(" ", 1)[1] if _fsdp([p]) else None
+        if grads:
+            spans.append(_span("forward (and backward up to the first gradient)", p["t"], grads[0]["t"], "forward"))
+            spans += [_span(f"backward: param {g['param']}", a["t"], g["t"], "backward")
+                      for a, g in zip(grads, grads[1:])]
+            if nxt:
+                spans.append(_span("after backward: finish + optimizer", grads[-1]["t"], nxt["t"], "after"))
+        elif nxt and stage != "forward":
+            spans.append(_span(stage or p["name"], p["t"], nxt["t"], stage or "other"))
+    started = {}
+    for e in sorted((e for e in events if e["kind"] == "unit"), key=_t):
+        if e["at"] == "start":
+            started[e["i"]] = e["t"]
+        elif e["i"] in started:
+            spans.append(_span(f"forward: unit {e['i']}", started.pop(e["i"]), e["t"], "forward"))
+    return sorted(spans, key=lambda s: s["start"])
+
+
+def comm_spans(events: list[dict]) -> list[dict]:
+    """One span per collective, in start order: {"name": "all_reduce #3 (480 B)",
+    "start", "end"} in seconds, with "op", "seq", "bytes", "async", "phase",
+    "finished" (False: never seen to finish, so drawn to the last event of the
+    list) and "track": the first row of the communication lane free when it
+    starts (0 unless earlier collectives are still in flight)."""
+    spans, free = [], []                      # free[k]: when track k is free again
+    for e in sorted((e for e in events if e["kind"] == "collective"), key=_t):
+        end = e["end"] if e.get("end") is not None else max(_last(events), e["start"])
+        track = next((k for k, t in enumerate(free) if t <= e["start"]), len(free))
+        free[track:track + 1] = [end]         # track k's, or a new track's, free time
+        spans.append({"name": f"{e['op']} #{e['seq']} ({e['bytes']:,} B)", "start": e["start"], "end": end,
+                      "op": e["op"], "seq": e["seq"], "bytes": e["bytes"], "async": bool(e["async"]),
+                      "phase": e.get("phase"), "finished": e.get("end") is not None, "track": track})
+    return spans
+
+
+def _backward(events: list[dict]) -> tuple[float | None, float | None]:
+    """(start, end) of backward in seconds: DDP's first and last gradient-ready
+    instants; FSDP's "k backward" and "k finish" phase starts."""
+    grads = [e["t"] for e in events if e["kind"] == "grad"]
+    if grads:
+        return min(grads), max(grads)
+    starts = {e["name"].split(" ")[-1]: e["t"] for e in sorted(events, key=_t, reverse=True) if e["kind"] == "phase"}
+    return starts.get("backward"), starts.get("finish")
 
 
 def chrome_trace(ranks: list[list[dict]], title: str) -> dict:
-    """Complete ("X") events in microseconds: pid = rank, tid 0 compute, tid 1 communication;
-    gradient-ready instants ("i") on tid 0."""
+    """The Chrome trace: "ts" and "dur" in microseconds from the earliest event.
+    pid = rank; tid 0 "compute": complete ("X") events, and gradient-ready and
+    "backward ends" instants ("i"); tid 1 "communication": one "X" event per
+    collective. The format cannot show overlapping events on one thread, so a
+    collective started while k others are in flight goes on tid 1 + k."""
     t0, out = _origin(ranks), []
 
     def us(t: float) -> float:
         return round((t - t0) * 1e6, 3)
+
+    def meta(what: str, pid: int, tid: int, name: str, order: int):    # a name, and the rows' order
+        out.append({"ph": "M", "name": f"{what}_name", "pid": pid, "tid": tid, "args": {"name": name}})
+        out.append({"ph": "M", "name": f"{what}_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": order}})
+
+    def event(ph: str, name: str, cat: str, pid: int, tid: int, start: float, end: float | None = None, **args):
+        out.append({"ph": ph, "name": name, "cat": cat, "pid": pid, "tid": tid, "ts": us(start)}
+                   | ({"s": "t"} if end is None else {"dur": round(us(end) - us(start), 3)})
+                   | ({"args": args} if args else {}))
     for rank, events in enumerate(ranks):
-        out.append({"ph": "M", "name": "process_name", "pid": rank, "tid": 0, "args": {"name": f"rank {rank}"}})
-        for tid, lane in ((0, "compute"), (1, "communication")):
-            out.append({"ph": "M", "name": "thread_name", "pid": rank, "tid": tid, "args": {"name": lane}})
+        meta("process", rank, 0, f"rank {rank}", rank)
+        comms = comm_spans(events)
+        for tid in range(2 + max((c["track"] for c in comms), default=0)):
+            meta("thread", rank, tid, ("compute", "communication")[tid] if tid < 2
+                 else f"communication {tid} (overlapping)", tid)
         for s in compute_spans(events):
-            out.append({"ph": "X", "name": s["name"], "cat": s["cat"], "pid": rank, "tid": 0,
-                        "ts": us(s["start"]), "dur": us(s["end"]) - us(s["start"])})
-        for s in comm_spans(events):
-            out.append({"ph": "X", "name": s["name"], "cat": "collective", "pid": rank, "tid": 1,
-                        "ts": us(s["start"]), "dur": us(s["end"]) - us(s["start"]),
-                        "args": {"bytes": s["bytes"], "async": s["is_async"], "seq": s["seq"],
-                                 "phase": s["phase"], "finished": s["finished"]}})
-        out += [{"ph": "i", "s": "t", "name": f"gradient of param {e['param']}", "pid": rank, "tid": 0,
-                 "ts": us(e["t"])} for e in events if e["kind"] == "grad"]
+            event("X", s["name"], s["cat"], rank, 0, s["start"], s["end"])
+        for c in comms:
+            note = {} if c["finished"] else {"note": "never observed to finish: drawn to the end of the step"}
+            event("X", c["name"], "collective", rank, 1 + c["track"], c["start"], c["end"],
+                  **{k: c[k] for k in ("bytes", "async", "seq", "phase", "op", "finished")}, **note)
+        for e in (e for e in events if e["kind"] == "grad"):
+            event("i", f"gradient of param {e['param']} ready", "grad", rank, 0, e["t"], param=e["param"])
+        if _backward(events)[1] is not None:
+            event("i", "backward ends", "marker", rank, 0, _backward(events)[1])
     return {"traceEvents": out, "displayTimeUnit": "ms", "otherData": {"title": title}}
 
 
+def _overlap(rank: int, events: list[dict]) -> str:
+    comms, end = comm_spans(events), _backward(events)[1]
+    if _fsdp(events):                 # the k-th all-gather of forward is taken as unit k's
+        units = [s for s in compute_spans(events) if s["name"].startswith("forward: unit")]
+        gathers = [c for c in comms if "all_gather" in c["op"] and str(c["phase"]).endswith(" forward")]
+        early = [u["end"] - g["start"] for u, g in zip(units[:-1], gathers[1:]) if g["start"] < u["end"] and g["async"]]
+        if len(units) < 2:
+            return f"rank {rank}: fewer than two nn.Linear forwards traced, nothing to say about prefetch"
+        if not early:
+            return (f"rank {rank}: no all-gather was issued (async) before the previous unit's forward ended: "
+                    "no prefetch, nothing overlaps")
+        return (f"rank {rank}: {len(early)} of {len(units) - 1} next-unit all-gathers were issued (async) before "
+                f"the previous unit's forward ended (prefetches, the earliest {max(early) * 1e3:.2f} ms before)")
+    if end is None or not comms:
+        return f"rank {rank}: nothing to compare (no gradient or no collective traced)"
+    noun = "all-reduce" if all(c["op"] == "all_reduce" for c in comms) else "collective"
+    early = [c for c in comms if c["start"] < end]
+    if not early:
+        return (f"rank {rank}: no {noun} started before backward ended (the first "
+                f"{(comms[0]['start'] - end) * 1e3:.2f} ms after): nothing overlaps")
+    blocking = sum(not c["async"] for c in early)
+    return (f"rank {rank}: {len(early)} of {len(comms)} {noun}s started before backward ended (the first "
+            f"{(end - early[0]['start']) * 1e3:.2f} ms before)"
+            + (f", {blocking} of them blocking: backward waited for them" if blocking else ""))
+
+
 def overlap_summary(ranks: list[list[dict]]) -> str:
-    """One sentence per rank: how many collectives started before backward ended."""
-    said = []
-    for rank, events in enumerate(ranks):
-        end, comms = _backward_end(events), comm_spans(events)
-        if end is None or not comms:
-            said.append(f"rank {rank}: nothing to compare (no backward or no collective traced)")
-            continue
-        early = [c for c in comms if c["start"] < end]
-        if early:
-            lead = (end - min(c["start"] for c in early)) * 1e3
-            said.append(f"rank {rank}: {len(early)} of {len(comms)} collectives started before backward "
-                        f"ended (the first {lead:.2f} ms before)")
-        else:
-            said.append(f"rank {rank}: no collective started before backward ended: nothing overlaps")
-    return "; ".join(said)
+    """One clause per rank, joined by "; ". DDP: how many collectives started
+    before backward ended. FSDP: how many all-gathers of the next unit were
+    issued, async, before the previous unit's forward ended (prefetch)."""
+    return "; ".join(_overlap(rank, events) for rank, events in enumerate(ranks))
+
+
+def _bar(ax, row: float, start: float, length: float, span: float, color, texts, **style) -> None:
+    """One bar, labelled with the first of `texts` that fits in it (7.5 pt), if any."""
+    ax.broken_barh([(start, max(length, span / 800))], (row - 0.35, 0.7), facecolors=color,
+                   edgecolor="white", linewidth=0.8, **style)
+    points = ax.get_position().width * ax.figure.get_figwidth() * 72 * length / span
+    text = next((t for t in texts if points > 4.6 * len(t) + 4), None)
+    if text:
+        ax.text(start + length / 2, row, text, ha="center", va="center", fontsize=7.5, color="white")
+
+
+def _draw_rank(ax, rank: int, events: list[dict], rows: int, ms, span: float) -> None:
+    """One rank's rows: compute (row 0), then one row per communication track."""
+    ax.set_xlim(-0.01 * span, 1.01 * span)
+    ax.set_ylim(rows - 0.5, -0.5)
+    ax.set_yticks(range(rows), [f"rank {rank}: compute", "communication"] + ["(overlapping)"] * (rows - 2),
+                  fontsize=8.5)
+    ax.spines[["top", "right"]].set_visible(False)
+    start, end = _backward(events)
+    if start is not None and end is not None:
+        ax.axvspan(ms(start), ms(end), color=SHADE, zorder=0, label="backward (shaded)")
+    for s in compute_spans(events):
+        _bar(ax, 0, ms(s["start"]), ms(s["end"]) - ms(s["start"]), span, COLORS.get(s["cat"], OTHER),
+             [s["name"], s["name"].rsplit(": ", 1)[-1].split(" (")[0]],
+             label=s["cat"] if s["cat"] in COLORS else "finish, optimizer")
+    grads = [ms(e["t"]) for e in events if e["kind"] == "grad"]
+    if grads:
+        ax.plot(grads, [0.42] * len(grads), ls="none", marker="^", ms=4, color="black", label="gradient ready")
+    comms = comm_spans(events)
+    for c in comms:
+        op = c["op"].replace("_into_tensor", "").replace("_single", "").replace("_tensor", "")
+        _bar(ax, 1 + c["track"], ms(c["start"]), ms(c["end"]) - ms(c["start"]), span,
+             ASYNC if c["async"] else BLOCKING, [f"{op} #{c['seq']}", f"#{c['seq']}"],
+             hatch=None if c["finished"] else "//", label="never seen to finish (hatched)" if not c["finished"]
+             else "async collective" if c["async"] else "blocking collective")
+    if end is None:
+        return
+    ax.axvline(ms(end), color="black", ls="--", lw=1.2)
+    late, said = max((c["end"] for c in comms), default=end), "backward ends"
+    if late > end:
+        ax.axvspan(ms(end), ms(late), color=EXPOSED, alpha=0.13, lw=0, label="communication after backward")
+        said += f", then {ms(late) - ms(end):.2f} ms of communication"
+    left = ms(end) < 0.55 * span
+    ax.text(ms(end), -0.55, f" {said}" if left else f"{said} ", ha="left" if left else "right", va="bottom",
+            fontsize=8, fontweight="bold")
 
 
 def draw(ranks: list[list[dict]], path, title: str, subtitle: str = "") -> None:
-    """The PNG: per rank a compute lane above a communication lane, time in ms."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """The PNG at `path` (matplotlib's Agg renderer): per rank a compute row
+    above the communication rows, time in ms from the earliest event. Shaded
+    blue: backward; dashed: where it ends; red: communication still running
+    after it ended. Collectives are orange if async, purple if blocking,
+    hatched if never seen to finish."""
+    from matplotlib.figure import Figure        # not pyplot: no global backend or figure list is touched
     t0 = _origin(ranks)
-    colors = {"forward": "#9ecae1", "backward": "#3182bd", "finish": "#bdbdbd", "optimizer": "#d9d9d9"}
-    fig, ax = plt.subplots(figsize=(11, 1.6 + 1.1 * len(ranks)))
-    ticks, labels = [], []
-    for rank, events in enumerate(ranks):
-        y = 2.4 * (len(ranks) - 1 - rank)
-        for s in compute_spans(events):
-            ax.broken_barh([((s["start"] - t0) * 1e3, (s["end"] - s["start"]) * 1e3)], (y + 1.1, 0.8),
-                           facecolor=colors.get(s["cat"], "#9ecae1"), edgecolor="white")
-        for c in comm_spans(events):
-            ax.broken_barh([((c["start"] - t0) * 1e3, max((c["end"] - c["start"]) * 1e3, 1e-3))], (y, 0.8),
-                           facecolor="#e6550d" if c["is_async"] else "#756bb1", edgecolor="black", linewidth=0.4,
-                           hatch=None if c["finished"] else "//")
-        end = _backward_end(events)
-        if end is not None:
-            ax.vlines((end - t0) * 1e3, y - 0.2, y + 2.0, color="black", ls=":", lw=1)
-            ax.text((end - t0) * 1e3, y + 2.0, " backward ends", fontsize=7, va="bottom")
-        ticks += [y + 0.4, y + 1.5]
-        labels += [f"rank {rank} comm", f"rank {rank} compute"]
-    from matplotlib.patches import Patch
-    ax.legend(handles=[Patch(color=colors["forward"], label="forward"),
-                       Patch(color=colors["backward"], label="backward"),
-                       Patch(color="#e6550d", label="collective (async)"),
-                       Patch(color="#756bb1", label="collective (blocking)")],
-              loc="upper right", fontsize=7, ncol=4)
-    ax.set_yticks(ticks, labels, fontsize=8)
-    ax.set_xlabel("milliseconds since the step began")
-    ax.set_ylim(-0.3, 2.4 * len(ranks) + 0.6)
-    ax.set_title(title + (f"\n{subtitle}" if subtitle else ""), fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+
+    def ms(t: float) -> float:
+        return (t - t0) * 1e3
+    rows = [2 + max((c["track"] for c in comm_spans(events)), default=0) for events in ranks]
+    span = max((ms(_last(events)) for events in ranks), default=0.0) or 1.0
+    head = 1.05 + 0.17 * (subtitle.count("\n") + 1 if subtitle else 0)         # inches: title, subtitle, legend
+    height = head + 0.32 * sum(rows) + 0.5 * len(ranks) + 0.3
+    fig = Figure(figsize=(10, height), dpi=110)
+    axes = fig.subplots(len(ranks), 1, sharex=True, squeeze=False, gridspec_kw={"height_ratios": rows})[:, 0]
+    fig.subplots_adjust(left=0.16, right=0.98, top=1 - head / height, bottom=0.6 / height,
+                        hspace=0.5 / (0.32 * sum(rows) / len(ranks)))
+    handles = {}
+    for rank, (ax, events) in enumerate(zip(axes, ranks)):
+        _draw_rank(ax, rank, events, rows[rank], ms, span)
+        found, labels = ax.get_legend_handles_labels()
+        handles.update(zip(labels, found))
+    axes[-1].set_xlabel("time since the step began (ms)", fontsize=8.5)
+    shown = [label for label in LEGEND if label in handles]
+    fig.legend([handles[label] for label in shown], shown, loc="upper center", ncol=min(len(shown), 5),
+               fontsize=8, frameon=False, bbox_to_anchor=(0.5, 1 - (head - 0.7) / height))
+    fig.text(0.01, 1 - 0.1 / height, title, fontsize=10, fontweight="bold", va="top")
+    fig.text(0.01, 1 - 0.33 / height, subtitle, fontsize=8, va="top")
+    fig.savefig(path, format="png")
 
 
 def write_timeline(ranks: list[list[dict]], folder, stem: str, title: str) -> tuple[Path, Path]:
-    """Write <stem>.png and <stem>.trace.json under `folder`."""
+    """Write <stem>.png (subtitled with overlap_summary, one line per rank) and
+    <stem>.trace.json under `folder`; return their paths."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     png, trace = folder / f"{stem}.png", folder / f"{stem}.trace.json"
