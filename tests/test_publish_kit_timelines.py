@@ -25,7 +25,7 @@ def _per_rank(events: list[dict]):
     """{rank: (start ts of each all-reduce, ts of the last gradient)}, in µs."""
     out = {}
     for rank in sorted({e["pid"] for e in events}):
-        starts = [e["ts"] for e in events if e["pid"] == rank and e["ph"] == "X" and e["tid"] == 1
+        starts = [e["ts"] for e in events if e["pid"] == rank and e["ph"] == "X" and e.get("cat") == "collective"
                   and e["name"].startswith("all_reduce")]
         grads = [e["ts"] for e in events if e["pid"] == rank and e["ph"] == "i"]
         out[rank] = (starts, max(grads))
