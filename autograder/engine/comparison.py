@@ -104,10 +104,9 @@ def show_value(value: Any) -> str:
     return f"{value:,}" if is_int(value) else repr(value)
 
 
-def public_feedback(call: str, problem: str, expected: Any, got_shown: str, note: str = "",
-                    mistake: str | None = None) -> str:
-    """One line of feedback on a failed public case, as the grader and the kit word it:
-    "call: why[, expected E, got G] [note] — this <mistake>"."""
+def public_feedback(problem: str, expected: Any, got_shown: str, note: str = "", mistake: str | None = None) -> str:
+    """What failed in a public case, as the grader and the kit word it (after "<call>: "):
+    "why[, expected E, got G] [note] — this <mistake>"."""
     what = problem
     if problem == WRONG:
         what += f", expected {show_value(expected)}, got {got_shown}"
@@ -115,7 +114,7 @@ def public_feedback(call: str, problem: str, expected: Any, got_shown: str, note
         what += f" [{note}]"
     if mistake:
         what += f" — this {mistake}"
-    return f"{call}: {what}"
+    return what
 
 
 def check(module: str, function: str, args: dict, expected: Any, kind: str, rtol: float = RTOL,
@@ -131,4 +130,4 @@ def check(module: str, function: str, args: dict, expected: Any, kind: str, rtol
         return
     mistake = next((message for value, message in mistakes if judge(kind, value, got, rtol, atol) is None), None)
     call = f"{function}({', '.join(f'{k}={v!r}' for k, v in args.items())})"
-    raise AssertionError(public_feedback(call, reason, expected, show_value(got), note, mistake))
+    raise AssertionError(f"{call}: {public_feedback(reason, expected, show_value(got), note, mistake)}")

@@ -72,9 +72,8 @@ def _judge_case(part: Part, case: Case, expected: list, got: list[Outcome]) -> t
                 mistake = mis.message
                 break
         if case.public:
-            line = public_feedback(where, untrusted.one_line(problem), exp,
+            what = public_feedback(untrusted.one_line(problem), exp,
                                    untrusted.one_line(show_value(out.value), VALUE_CAP), case.note, mistake)
-            what = line[len(where) + 2:]
         else:
             what = untrusted.problem_kind(problem) + (f" — this {mistake}" if mistake else "")
         return where, what, None

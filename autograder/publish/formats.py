@@ -6,9 +6,8 @@ student's module and runs that task's public checks (engine/comparison.py,
 inlined in the first code cell: the grader's own comparison rules), after
 each distributed task's a cell that runs its public cases on local gloo ranks
 with the kit's copy of the grader's checks (tests/shardlab_local/, so it
-runs in the starter kit's folder) and shows the traced timeline where the
-task is about overlap, and for each written deliverable a cell that saves
-the answer in writeup.md."""
+runs in the starter kit's folder), and for each written deliverable a cell
+that saves the answer in writeup.md."""
 from __future__ import annotations
 
 import base64
@@ -23,6 +22,7 @@ from mdit_py_plugins.dollarmath import dollarmath_plugin
 
 from shardlab.autograder.engine import comparison
 from shardlab.autograder.publish.diagrams import document_figures
+from shardlab.autograder.publish.kit_harness import is_distributed
 from shardlab.autograder.questions import questions
 
 PAGE = """<!DOCTYPE html>
@@ -168,7 +168,7 @@ def notebook(cfg, handout_md: str, checks: dict) -> nbformat.NotebookNode:
                 f"**Task {part_id}** {title}: {part.description}{stop} {todo}"))
             cells.append(nbformat.v4.new_code_cell(
                 f"run_checks({q.module!r}, r'''{json.dumps(cases)}''')"))
-        for part in (p for p in q.parts if p.kind == "auto" and p.probe == "gloo"):
+        for part in filter(is_distributed, q.parts):
             cells.append(nbformat.v4.new_markdown_cell(
                 f"**Task {part.id}** {part.title}: {part.description}. This cell runs its public cases on "
                 f"local gloo ranks, with the grader's own checks:"))

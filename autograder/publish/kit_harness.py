@@ -106,8 +106,13 @@ def comparator_name(compare) -> str:
                         f"so the starter kit cannot check it")
 
 
+def is_distributed(part) -> bool:
+    """A part the grader runs on gloo ranks, and the kit on local ones."""
+    return part.kind == "auto" and part.probe == "gloo"
+
+
 def distributed_parts() -> list:
-    return [p for q in questions() for p in q.parts if p.kind == "auto" and p.probe == "gloo"]
+    return [p for q in questions() for p in q.parts if is_distributed(p)]
 
 
 def public_runs(cfg) -> dict[str, list[dict]]:
@@ -118,7 +123,7 @@ def public_runs(cfg) -> dict[str, list[dict]]:
     with public_seeds():
         for q in questions():
             runs = out.setdefault(str(q.number), [])
-            for part in (p for p in distributed_parts() if p.module == q.module):
+            for part in filter(is_distributed, q.parts):
                 for case in part_cases(cfg, part.id):
                     if not case.public:
                         continue

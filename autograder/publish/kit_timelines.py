@@ -19,14 +19,10 @@ from pathlib import Path
 
 from shardlab.autograder.publish.timeline import overlap_summary, step_window, write_timeline
 from shardlab.autograder.sandbox.gloo.local import ScenarioFailed
-from shardlab.autograder.sandbox.gloo.local_checks import Ranks
+from shardlab.autograder.sandbox.gloo.local_checks import Ranks, run_key
 
 # (part whose public run is drawn, file stem, the step drawn: a DDP phase or an FSDP step index)
 DRAWN = (("4.7", "bucketed-ddp", "step 2"), ("2.11", "fsdp", "1"))
-
-
-def run_key(run: dict) -> str:
-    return json.dumps([run["scenario"], run["module"], run["args"]], sort_keys=True)
 
 
 def draw_timelines(runs: list[dict], root: str, out: Path) -> list[str]:
@@ -45,7 +41,7 @@ def draw_timelines(runs: list[dict], root: str, out: Path) -> list[str]:
             except ScenarioFailed as exc:
                 lines.append(f"{stem}: no timeline, the run failed: {exc}")
                 continue
-            events = step_window(ranks.events[run_key(run)], step)
+            events = step_window(ranks.events[run_key(run["scenario"], run["module"], run["args"])], step)
             png, trace = write_timeline(events, out, stem, f"{run['call']}, step {step}")
             lines.append(f"{stem}: {png} and {trace}: {overlap_summary(events)}")
     finally:

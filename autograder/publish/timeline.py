@@ -167,8 +167,9 @@ def chrome_trace(ranks: list[list[dict]], title: str) -> dict:
                   **{k: c[k] for k in ("bytes", "async", "seq", "phase", "op", "finished")}, **note)
         for e in (e for e in events if e["kind"] == "grad"):
             event("i", f"gradient of param {e['param']} ready", "grad", rank, 0, e["t"], param=e["param"])
-        if _backward(events)[1] is not None:
-            event("i", "backward ends", "marker", rank, 0, _backward(events)[1])
+        end = _backward(events)[1]
+        if end is not None:
+            event("i", "backward ends", "marker", rank, 0, end)
     return {"traceEvents": out, "displayTimeUnit": "ms", "otherData": {"title": title}}
 
 

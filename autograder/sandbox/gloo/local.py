@@ -73,7 +73,7 @@ class LocalGroup:
         self._dir = tempfile.mkdtemp(prefix="shardlab-ranks-")
         spec = dict(world_size=world_size, root=os.path.abspath(root), store=os.path.join(self._dir, "store"),
                     collective_seconds=collective_seconds, modules=list(modules), debug=debug,
-                    parent=os.getpid(), path=sys.path)
+                    parent=os.getpid())
         self._conns, self._procs = [], []
         _LIVE.add(self)
         try:
@@ -89,11 +89,11 @@ class LocalGroup:
                 self._conns.append(Connection(ours.detach()))
             got, where, _ = self._collect(time.monotonic() + START_SECONDS, "ready")
             for rank in range(world_size):
-                if got.get(rank, ("",))[0] != "ok":
+                kind, payload = got.get(rank, ("", {"error": "no answer"}))
+                if kind != "ok":
                     stuck = f" (stuck in {where[rank]})" if where[rank] else ""
-                    reason = got.get(rank, ("", {"error": "no answer"}))[1]
                     raise ScenarioFailed(f"rank {rank} did not start{stuck}: "
-                                         f"{(reason or {}).get('error', 'its process ended')}", "died")
+                                         f"{(payload or {}).get('error', 'its process ended')}", "died")
         except BaseException:
             self.close()
             raise
@@ -117,8 +117,7 @@ class LocalGroup:
             self.close()
             raise ScenarioFailed("a gloo rank ended its process before the scenario started", "died") from None
         got, where, last = self._collect(time.monotonic() + seconds, "result")
-        self.events = [got.get(r, ("", {}))[1].get("events", []) if got.get(r, ("",))[0] == "ok" else []
-                       for r in range(self.world_size)]
+        self.events = [got[r][1]["events"] if got.get(r, ("",))[0] == "ok" else [] for r in range(self.world_size)]
         failed = {r: v for r, v in got.items() if v[0] != "ok"}
         if not failed and len(got) == self.world_size:
             return [got[r][1]["value"] for r in range(self.world_size)]

@@ -21,6 +21,11 @@ SCENARIO_SECONDS = 30.0         # one training run takes well under a second; a 
 COLLECTIVE_SECONDS = 5.0
 
 
+def run_key(scenario: str, module: str, args: dict) -> str:
+    """What makes two runs the same run."""
+    return json.dumps([scenario, module, args], sort_keys=True)
+
+
 class Ranks:
     """Local gloo groups by world size, started on first use and replaced after
     a failure, and the result of every distinct run."""
@@ -33,8 +38,9 @@ class Ranks:
         self.events: dict[str, list[list[dict]]] = {}   # run key -> each rank's timed trace
 
     def run(self, scenario: str, module: str, args: dict) -> list:
-        """Each rank's value of the scenario; AssertionError-free: raises ScenarioFailed."""
-        key = json.dumps([scenario, module, args], sort_keys=True)
+        """Each rank's value of the scenario, or ScenarioFailed; its trace is then in
+        `events[run_key(scenario, module, args)]`."""
+        key = run_key(scenario, module, args)
         if key not in self._results:
             self._results[key] = self._start(key, scenario, module, args)
         result = self._results[key]
@@ -80,5 +86,5 @@ def check_run(run: dict, ranks: Ranks) -> list:
     if problem is None:
         return got
     mistake = next((message for value, message in run["mistakes"] if compare(value, got)), None)
-    raise AssertionError(public_feedback(run["call"], problem, run["expected"], show_value(got)[:200],
-                                         run["note"], mistake))
+    raise AssertionError(f"{run['call']}: "
+                         + public_feedback(problem, run["expected"], show_value(got)[:200], run["note"], mistake))
