@@ -326,38 +326,36 @@ def bench():
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="shardlab-out/bench",
               show_default=True, help="Output folder for buckets.csv, allreduce.csv and buckets.png.")
 @click.option("--submission", type=click.Path(exists=True),
-              help="Time this submission's BucketedDDP (folder or zip) instead of the reference.")
-@click.option("--repeats", type=click.IntRange(1, 100), default=5, show_default=True,
-              help="Timed repetitions per measurement (the median is used).")
-def bench_buckets(out_dir, submission, repeats):
+              help="Time this submission's BucketedDDP (folder or zip) instead of the course solutions'.")
+@click.option("--rounds", type=click.IntRange(1, 100), default=5, show_default=True,
+              help="Rounds of timings (each size is timed 3 times per round; medians over all rounds).")
+def bench_buckets(out_dir, submission, rounds):
     """Measure gloo's all-reduce overhead and bandwidth, sweep DDP bucket sizes, plot both."""
     import contextlib
+    import shutil
     import tempfile
     from rich.progress import Progress
-    from shardlab.autograder.bench.buckets import BUCKET_MB, run
+    import shardlab.reference.buckets as course_model
+    import shardlab.solutions as solutions
+    from shardlab.autograder.bench.buckets import BenchFailed, CostModel, describe, run
     from shardlab.autograder.engine.submission import open_submission
     with contextlib.ExitStack() as stack:
         if submission:
             root = stack.enter_context(open_submission(submission))
-        else:                       # the reference's run: an empty submission to stage
+        else:                       # the course solutions' BucketedDDP, staged as a submission
             root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="shardlab-bench-")))
             (root / "assignments").mkdir()
+            (root / "assignments" / "__init__.py").touch()
+            shutil.copy(Path(solutions.__file__).parent / "buckets.py", root / "assignments" / "buckets.py")
         with Progress(console=console, transient=True) as progress:
-            task = progress.add_task("all-reduce sweep, baseline step, bucket sizes", total=2 + len(BUCKET_MB))
-            summary = run(Path(out_dir), root, "student" if submission else "reference", repeats,
-                          advance=lambda: progress.advance(task))
-    fit = summary["fit"]
-    table = Table(title=f"BucketedDDP step overhead ({summary['model_bytes'] / 1e6:.1f} MB of FP32 gradients)")
-    for col in ("bucket MB", "buckets", "measured s", "model s"):
-        table.add_column(col, justify="right")
-    for r in summary["rows"]:
-        table.add_row(f"{r['bucket_mb']:g}", str(r["num_buckets"]), f"{r['overhead_seconds']:.4f}",
-                      f"{r['predicted_seconds']:.4f}")
-    console.print(table)
-    console.print(f"all-reduce fit: o = {fit.overhead * 1e6:.1f} µs, w = {fit.bandwidth / 1e9:.3f} GB/s "
-                  f"(RMS residual {fit.residual * 1e3:.3f} ms)", highlight=False)
-    console.print(f"predicted optimum: {summary['predicted_best_bytes'] / 2**20:.2f} MB; "
-                  f"measured best: {summary['measured_best_mb']:g} MB", highlight=False)
+            task = progress.add_task("all-reduce rounds, then bucket-size rounds", total=2 * rounds)
+            try:
+                summary = run(Path(out_dir), root, CostModel.of(course_model), rounds,
+                              advance=lambda: progress.advance(task))
+            except BenchFailed as exc:
+                raise ShardlabError(str(exc)) from None
+    for line in describe(summary)[:-1]:
+        console.print(line, highlight=False, soft_wrap=True)
     console.print(f"wrote {out_dir}/buckets.csv, allreduce.csv, buckets.png", highlight=False)
 
 

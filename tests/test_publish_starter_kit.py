@@ -1,5 +1,6 @@
 """The starter kit works without the rest of the repo: its pytest fails on the
 stubs and passes on the solutions; hidden cases and reference code stay out."""
+import csv
 import json
 import os
 import shutil
@@ -102,3 +103,28 @@ def test_setup_is_two_commands_with_the_grader_s_cpu_torch(kit):
     assert ("python3 -m venv .venv && .venv/bin/pip install -e . "
             "--extra-index-url https://download.pytorch.org/whl/cpu\n   .venv/bin/pytest\n") in readme
     assert "WSL2" in readme
+
+
+def test_bench_buckets_runs_from_the_kit_with_the_students_own_code(kit, tmp_path):
+    """Q4(c) as a student types it: on the stubs, one line asking for tasks 4.1-4.5; on the
+    solutions, the experiment on local ranks, plotted against the kit's own cost model."""
+    root, _ = kit
+    shutil.copytree(root, tmp_path / "kit")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    bench = [sys.executable, "tests/bench_buckets.py", "--rounds", "1"]
+    stubs = subprocess.run(bench, cwd=tmp_path / "kit", capture_output=True, text=True, timeout=60, env=env)
+    assert stubs.returncode == 1 and "Traceback" not in stubs.stderr
+    assert "finish tasks 4.1-4.5 first" in stubs.stderr and len(stubs.stderr.strip().splitlines()) == 1
+    shutil.rmtree(tmp_path / "kit" / "assignments")
+    shutil.copytree(SOLUTIONS, tmp_path / "kit" / "assignments", ignore=shutil.ignore_patterns("__pycache__"))
+    ran = subprocess.run(bench, cwd=tmp_path / "kit", capture_output=True, text=True, timeout=240, env=env)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    out = tmp_path / "kit" / "bench"
+    rows = list(csv.DictReader(open(out / "buckets.csv")))
+    assert [float(r["bucket_mb"]) for r in rows] == [0.25, 0.5, 1, 2, 4, 8, 16, 32, 64]
+    # 128 layers of a 256 KiB weight and a 1 KiB bias: 256 buckets of one tensor each at 0.25 MB
+    # (no weight fits beside its bias under 262,144 bytes), one bucket of everything at 64 MB
+    assert int(rows[0]["num_buckets"]) == 256 and int(rows[-1]["num_buckets"]) == 1
+    assert all(float(r["predicted_seconds"]) > 0 for r in rows)
+    assert (out / "buckets.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "measured best" in ran.stdout

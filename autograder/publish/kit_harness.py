@@ -53,6 +53,8 @@ SHIPPED = {
     f"{_G}.sandbox.gloo.ranks.scenarios.comm4d": f"{KIT_PACKAGE}.scenarios.comm4d",
     f"{_G}.publish.timeline": f"{KIT_PACKAGE}.timeline",
     f"{_G}.publish.kit_timelines": "timelines",          # tests/timelines.py: `python tests/timelines.py`
+    f"{_G}.bench.buckets_ranks": f"{KIT_PACKAGE}.bench_ranks",
+    f"{_G}.bench.buckets": "bench_buckets",              # tests/bench_buckets.py: Q4(c)'s experiment
     "shardlab.reference.toy_models": f"{KIT_PACKAGE}.toy_models",
     "shardlab.reference.comm4d_mesh": f"{KIT_PACKAGE}.comm4d_mesh",
 }
