@@ -6,8 +6,9 @@ student's module and runs that task's public checks (engine/comparison.py,
 inlined in the first code cell: the grader's own comparison rules), after
 each distributed task's a cell that runs its public cases on local gloo ranks
 with the kit's copy of the grader's checks (tests/shardlab_local/, so it
-runs in the starter kit's folder), and for each written deliverable a cell
-that saves the answer in writeup.md."""
+runs in the starter kit's folder) and, for the overlap tasks, a cell that
+shows the traced timeline of one step (publish/kit_timelines.py) inline, and
+for each written deliverable a cell that saves the answer in writeup.md."""
 from __future__ import annotations
 
 import base64
@@ -23,6 +24,7 @@ from mdit_py_plugins.dollarmath import dollarmath_plugin
 from shardlab.autograder.engine import comparison
 from shardlab.autograder.publish.diagrams import document_figures
 from shardlab.autograder.publish.kit_harness import is_distributed
+from shardlab.autograder.publish.kit_timelines import DRAWN
 from shardlab.autograder.questions import questions
 
 PAGE = """<!DOCTYPE html>
@@ -105,6 +107,23 @@ def run_distributed(part_id):
     print(f"all {{len(runs)}} public runs passed on local gloo ranks")
 
 
+def show_timeline(part_id):
+    """Trace one training step of your class for `part_id` on local gloo ranks and show it
+    (tests/timelines.py; the files land in timelines/, the .trace.json opens in Perfetto)."""
+    from IPython.display import Image, display
+    tests = os.path.join(os.getcwd(), "tests")
+    sys.path.insert(0, tests)
+    from timelines import DRAWN, draw_timelines
+    with open(os.path.join(tests, "public_runs.json")) as f:
+        runs = [r for q in json.load(f).values() for r in q if r["part"] == part_id]
+    out = os.path.join(os.getcwd(), "timelines")
+    for line in draw_timelines(runs, os.getcwd(), __import__("pathlib").Path(out)):
+        print(line)
+    stem = next(stem for part, stem, _ in DRAWN if part == part_id)
+    if os.path.exists(os.path.join(out, stem + ".png")):
+        display(Image(filename=os.path.join(out, stem + ".png")))
+
+
 def write_answer(part_id, text):
     """Put your written answer to `part_id` under its heading in writeup.md (hand it in)."""
     import re
@@ -123,6 +142,7 @@ def write_answer(part_id, text):
     print(f"saved {{part_id}} in writeup.md ({{len(text.split())}} words)")
 '''
 
+TIMELINE_PARTS = {part for part, _, _ in DRAWN}     # a timeline cell follows their check cell
 _SECTION = re.compile(r"^(?=#{2,3} )", re.M)
 
 
@@ -173,6 +193,11 @@ def notebook(cfg, handout_md: str, checks: dict) -> nbformat.NotebookNode:
                 f"**Task {part.id}** {part.title}: {part.description}. This cell runs its public cases on "
                 f"local gloo ranks, with the grader's own checks:"))
             cells.append(nbformat.v4.new_code_cell(f"run_distributed({part.id!r})"))
+            if part.id in TIMELINE_PARTS:
+                cells.append(nbformat.v4.new_markdown_cell(
+                    "One training step of your class, traced on the same ranks: compute above, each collective "
+                    "below, per rank (compare with the handout's figure):"))
+                cells.append(nbformat.v4.new_code_cell(f"show_timeline({part.id!r})"))
         for part in (p for p in q.parts if p.kind == "manual"):      # engine/writeup.py
             cells.append(nbformat.v4.new_markdown_cell(
                 f"**Written {part.id}** {part.title}: {part.description}. Write it below; the cell saves it "
