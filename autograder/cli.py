@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.progress import ProgressColumn
+from rich.text import Text
 from rich.table import Table
 
 from shardlab.autograder.sandbox import untrusted
@@ -63,11 +65,12 @@ def cli():
 @click.option("--out", "out_dir", type=click.Path(file_okay=False),
               help="Batch mode: write gradebook.csv, results/*.json and feedback/*.md here.")
 @click.option("--resume", is_flag=True, help="With --out: skip submissions already graded.")
+@click.option("--verbose", "-v", is_flag=True, help="With --out: a line per submission as it is graded.")
 @click.option("--gradescope-export", "export_path", type=click.Path(),
               help="Regrade a class: Gradescope's 'Export Submissions' zip (or its unpacked folder) "
                    "instead of PATHs; needs --out, and also writes gradescope_scores.csv there.")
 @config_option
-def grade(paths, as_json, jobs, out_dir, resume, export_path, config_path):
+def grade(paths, as_json, jobs, out_dir, resume, verbose, export_path, config_path):
     """Grade submissions: folders or zips holding assignments/."""
     from shardlab.autograder.platforms.gradescope_export import is_export
     from shardlab.autograder.sandbox.walls import required_walls
@@ -82,10 +85,10 @@ def grade(paths, as_json, jobs, out_dir, resume, export_path, config_path):
     cfg = _config(config_path)
     required_walls(cfg)          # refuse before grading anything when the course requires the jail
     if export_path:
-        _grade_export(export_path, Path(out_dir), config_path, jobs, resume, as_json)
+        _grade_export(export_path, Path(out_dir), config_path, jobs, resume, as_json, verbose)
         return
     if out_dir:
-        _grade_batch(list(paths), Path(out_dir), config_path, jobs, resume, as_json)
+        _grade_batch(list(paths), Path(out_dir), config_path, jobs, resume, as_json, verbose=verbose)
         return
     from shardlab.autograder.engine.grading import grade_path
     try:
@@ -125,25 +128,42 @@ def _print_grading_notes(name: str, walls: str, internal_errors: list[dict]) -> 
                       f"{', '.join(e['part'] for e in internal_errors)}: regrade them[/]", highlight=False)
 
 
+class _PerMinute(ProgressColumn):
+    """Submissions graded per minute, over those graded in this run."""
+
+    def render(self, task) -> Text:
+        return Text(f"{task.speed * 60:.1f}/min" if task.speed else "-/min")
+
+
 def _grade_batch(paths, out: Path, config_path, jobs, resume, as_json, annotations=None,
-                 refused=None) -> dict[str, dict]:
+                 refused=None, verbose=False) -> dict[str, dict]:
+    """A class: one progress bar (done/total, rate, time left); a line per submission only
+    when `verbose`; errors and regrades counted at the end."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import TimeRemainingColumn
     from shardlab.autograder.platforms.batch import grade_many
     missing = [p for p in paths if not Path(p).exists() and p not in (refused or {})]
     if missing:
         raise ShardlabError(f"no such file or folder: {missing[0]}")
     errors, regrade = [], []
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), _PerMinute(),
+               TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=as_json) as progress:
         task = progress.add_task("grading", total=len(paths))
+        already = 0
 
         def on_result(name, report, skipped):
-            progress.advance(task)
+            nonlocal already
+            if skipped:         # graded by an earlier run (--resume): not part of this run's bar or rate
+                already += 1
+                progress.update(task, total=len(paths) - already, description=f"grading ({already} resumed)")
+            else:
+                progress.advance(task)
             if report["status"] != "ok":
                 errors.append(name)
             if report.get("internal_errors"):
                 regrade.append(name)
-            if not skipped and not as_json:
+            if verbose and not skipped and not as_json:
                 shown = (f"{report['score']:g}/{report['max_score']:g}" if report["status"] == "ok"
                          else f"[red]error[/]: {untrusted.rich(report['error'])}")
                 if report.get("internal_errors"):
@@ -164,14 +184,15 @@ def _grade_batch(paths, out: Path, config_path, jobs, resume, as_json, annotatio
     return results
 
 
-def _grade_export(export_path, out: Path, config_path, jobs, resume, as_json) -> None:
+def _grade_export(export_path, out: Path, config_path, jobs, resume, as_json, verbose=False) -> None:
     """A class from Gradescope's export: batch grading, then gradescope_scores.csv
     (platforms/gradescope_export.py)."""
     from shardlab.autograder.platforms.batch import submission_names, write_atomic
     from shardlab.autograder.platforms.gradescope_export import SCORES_FILE, open_export, scores_csv
     with open_export(export_path, out) as export:
         paths = [export.paths[s.key] for s in export.submissions]
-        results = _grade_batch(paths, out, config_path, jobs, resume, as_json, export.records(), export.refused)
+        results = _grade_batch(paths, out, config_path, jobs, resume, as_json, export.records(), export.refused,
+                               verbose)
         names = submission_names(paths)
         by_key = {s.key: results.get(names[export.paths[s.key]]) for s in export.submissions}
     text, unscored = scores_csv(export.submissions, by_key)

@@ -64,3 +64,34 @@ def test_a_grader_that_dies_is_retried_once_then_an_error_row(tmp_path, monkeypa
 def test_clashing_names_stay_apart():
     assert batch.submission_names(["a/sub.zip", "b/sub.zip", "c/x y.zip"]) == \
         {"a/sub.zip": "sub", "b/sub.zip": "sub-2", "c/x y.zip": "x_y"}
+
+
+def test_the_progress_bar_shows_rate_and_time_left_and_lines_only_when_verbose(tmp_path, monkeypatch, capsys):
+    """A class of 600 prints one bar, not 600 lines; --verbose adds a line per submission."""
+    import sys
+
+    from shardlab.autograder import cli
+    monkeypatch.setattr(batch, "grade_in_subprocess",
+                        lambda path, config_path: {"status": "ok", "score": 1.0, "max_score": 2.0, "questions": []})
+    monkeypatch.setattr(cli.console, "width", 200)
+    paths = []
+    for name in ("ann", "ben", "cat"):
+        (tmp_path / name).mkdir()
+        paths.append(str(tmp_path / name))
+
+    def grade(*extra) -> str:
+        monkeypatch.setattr(sys, "argv", ["shardlab", "grade", *paths, "--out", str(tmp_path / "out"), *extra])
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main()
+            raise SystemExit(0)
+        assert exit_info.value.code == 0
+        return capsys.readouterr().out
+
+    quiet = grade()
+    assert "3/3" in quiet and "/min" in quiet and "left" in quiet
+    assert not any(line.startswith(("ann:", "ben:", "cat:")) for line in quiet.splitlines())
+    verbose = grade("--verbose")
+    assert {line for line in verbose.splitlines() if line.startswith(("ann:", "ben:", "cat:"))} == {
+        "ann: 1/2", "ben: 1/2", "cat: 1/2"}
+    resumed = grade("--resume")                     # nothing left to grade: the bar says so
+    assert "3 resumed" in resumed and "0/0" in resumed
