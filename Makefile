@@ -4,7 +4,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint stubs check clean browser
+.PHONY: demo test test-fast lint stubs check clean browser bench
 
 $(STAMP): pyproject.toml setup.py constraints.txt
 	$(PY) -m venv $(VENV)
@@ -23,6 +23,11 @@ test: lint browser
 # The pure tier only (no sandbox, no gloo, no subprocess): seconds, for the edit-test loop.
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m pure
+
+# Speed, memory and batch throughput against import torch, idle and under load (bench/grading.py):
+# several minutes; writes shardlab-out/bench/performance.md and phases.png and README.md's table.
+bench: $(STAMP)
+	$(BIN)/python bench/grading.py --readme
 
 browser:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \

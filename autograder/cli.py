@@ -357,7 +357,7 @@ def bench_buckets(out_dir, submission, rounds):
     import tempfile
     from rich.progress import Progress
     import shardlab.reference.buckets as course_model
-    import shardlab.solutions as solutions
+    from shardlab.autograder.publish.stubs import SOLUTIONS
     from shardlab.autograder.bench.buckets import BenchFailed, CostModel, describe, run
     from shardlab.autograder.engine.submission import open_submission
     with contextlib.ExitStack() as stack:
@@ -365,9 +365,12 @@ def bench_buckets(out_dir, submission, rounds):
             root = stack.enter_context(open_submission(submission))
         else:                       # the course solutions' BucketedDDP, staged as a submission
             root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="shardlab-bench-")))
+            if not (SOLUTIONS / "buckets.py").is_file():
+                raise ShardlabError("the course solutions are not installed here (a grader's install): "
+                                    "time a submission with --submission PATH")
             (root / "assignments").mkdir()
             (root / "assignments" / "__init__.py").touch()
-            shutil.copy(Path(solutions.__file__).parent / "buckets.py", root / "assignments" / "buckets.py")
+            shutil.copy(SOLUTIONS / "buckets.py", root / "assignments" / "buckets.py")
         with Progress(console=console, transient=True) as progress:
             task = progress.add_task("all-reduce rounds, then bucket-size rounds", total=2 * rounds)
             try:

@@ -27,6 +27,7 @@ from pathlib import Path
 from shardlab.autograder.engine.answer_sheet import grade_answers
 from shardlab.autograder.engine.comparison import public_feedback, show_value
 from shardlab.autograder.engine.parts import Case, Part
+from shardlab.autograder.engine.phases import mark, phase
 from shardlab.autograder.engine.plan import case_groups, expected_or_error, group_points, part_cases
 from shardlab.autograder.engine.probes import PROBES
 from shardlab.autograder.engine.results import (INTERNAL_ERROR, GroupResult, PartResult, QuestionResult, Report,
@@ -130,7 +131,7 @@ def _run_probes(root: Path, cases: dict[str, list[Case]], limits: Limits) -> tup
         batches[probe] = (calls, slices, parts)
     # the probes are separate sandboxes that mostly wait: run them side by side
     with ThreadPoolExecutor(max_workers=len(batches) or 1) as pool:
-        runs = {probe: pool.submit(PROBES[probe], str(root), calls, limits)
+        runs = {probe: pool.submit(_run_probe, probe, str(root), calls, limits)
                 for probe, (calls, _, _) in batches.items()}
         outcomes, failed, output, printed = {}, {}, [], 0
         for probe, (_, slices, parts) in batches.items():
@@ -146,6 +147,11 @@ def _run_probes(root: Path, cases: dict[str, list[Case]], limits: Limits) -> tup
             output.append(run.output)
             printed += run.output_bytes
     return outcomes, failed, "".join(output), printed
+
+
+def _run_probe(probe: str, root: str, calls: list, limits: Limits):
+    with phase(f"{probe} probe", lane=probe):
+        return PROBES[probe](root, calls, limits)
 
 
 def _score_or_error(part: Part, points: float, cases, expected, outcomes) -> PartResult:
@@ -164,7 +170,7 @@ def grade_parts(root: Path, cfg, parts: list[Part], limits: Limits = Limits()):
     module docstring); the others grade normally.
     Returns ({part id: PartResult}, student output, bytes printed)."""
     unstarted = {}
-    for probe in {p.probe for p in parts}:
+    for probe in sorted({p.probe for p in parts}):
         if hasattr(PROBES[probe], "prepare"):
             try:
                 PROBES[probe].prepare(str(root), limits)
@@ -173,20 +179,27 @@ def grade_parts(root: Path, cfg, parts: list[Part], limits: Limits = Limits()):
             except Exception as exc:    # noqa: BLE001 - the harness failed: its parts only
                 reason = f"the {probe!r} harness failed to start: {type(exc).__name__}: {exc}"
                 unstarted.update({p.id: reason for p in parts if p.probe == probe})
-    cases = {p.id: part_cases(cfg, p.id) for p in parts}
+    with phase("cases"):
+        cases = {p.id: part_cases(cfg, p.id) for p in parts}
+
+    def expected_values():
+        with phase("expected values", lane="reference"):
+            return {p.id: expected_or_error(cfg, p.id) for p in parts}
     with ThreadPoolExecutor(max_workers=1) as pool:
-        expected = pool.submit(lambda: {p.id: expected_or_error(cfg, p.id) for p in parts})
+        expected = pool.submit(expected_values)
         outcomes, failed, output, printed = _run_probes(
             root, {pid: c for pid, c in cases.items() if pid not in unstarted}, limits)
-        expected = expected.result()
+        with phase("waiting for expected values"):
+            expected = expected.result()
     failed.update(unstarted)
     results = {}
-    for p in parts:
-        values, reason = expected[p.id]
-        reason = reason or failed.get(p.id)
-        results[p.id] = (_internal_error(p, part_points(p, cfg), reason) if reason else
-                         _score_or_error(p, part_points(p, cfg), cases[p.id], values,
-                                         [outcomes[(p.id, k)] for k in range(len(cases[p.id]))]))
+    with phase("scoring"):
+        for p in parts:
+            values, reason = expected[p.id]
+            reason = reason or failed.get(p.id)
+            results[p.id] = (_internal_error(p, part_points(p, cfg), reason) if reason else
+                             _score_or_error(p, part_points(p, cfg), cases[p.id], values,
+                                             [outcomes[(p.id, k)] for k in range(len(cases[p.id]))]))
     return results, output, printed
 
 
@@ -232,5 +245,6 @@ def grade_folder(root: Path, cfg, limits: Limits = Limits(), label: str | None =
 
 def grade_path(path: str | Path, cfg, limits: Limits = Limits(), student_id=None) -> Report:
     """Grade a folder or zip submission."""
+    mark("grader imported")
     with open_submission(path) as root:
         return grade_folder(root, cfg, limits, label=str(path), student_id=student_id)

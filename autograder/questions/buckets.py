@@ -8,11 +8,14 @@ the result: the final weights, the traced all-reduces, their timing.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 from shardlab.autograder.engine.run_checks import DDP_BUCKET_BYTES, DDP_OVERLAP, TRAINS_LIKE_ONE_PROCESS
 from shardlab.autograder.sandbox.gloo.seeds import data_seed
 from shardlab.autograder.engine.parts import REAL, Call, Case, Compare, Misconception, Part, function_part
 from shardlab.autograder.questions import Question
 from shardlab.reference import buckets as ref
+from shardlab.reference.cache import once_per_machine
 from shardlab.reference.specs import MiB
 
 M = "buckets"
@@ -94,14 +97,23 @@ def _ddp_cases(cfg, rng, multi_bucket_only=False):
     return cases
 
 
+@lru_cache(maxsize=None)
+def _param_bytes(model: str) -> list[int]:
+    """Bytes of each trainable parameter of a toy model, read once per machine
+    (reference/cache.py): building the model imports torch, seconds that would stand
+    before every grading's first run, since the cases' notes count buckets."""
+    def measure() -> list[int]:
+        from shardlab.reference.toy_models import build_model, trainable_bytes
+        return trainable_bytes(build_model(model, 0))
+    return once_per_machine("param-bytes", {"model": model}, measure, ("shardlab.reference.toy_models",))
+
+
 def _layout(model: str, cap: float, fill=ref.assign_buckets) -> list[list[int]]:
-    from shardlab.reference.toy_models import build_model, trainable_bytes
-    return fill(trainable_bytes(build_model(model, 0)), cap)
+    return fill(_param_bytes(model), cap)
 
 
 def _bucket_bytes(model: str, cap: float, fill=ref.assign_buckets) -> list[int]:
-    from shardlab.reference.toy_models import build_model, trainable_bytes
-    sizes = trainable_bytes(build_model(model, 0))
+    sizes = _param_bytes(model)
     return sorted(sum(sizes[i] for i in bucket) for bucket in fill(sizes, cap))
 
 

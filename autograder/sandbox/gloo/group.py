@@ -37,6 +37,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
+from shardlab.autograder.engine.phases import phase
 from shardlab.autograder.engine.parts import Call
 from shardlab.autograder.sandbox.gloo.verdict import failure, unfinished
 from shardlab.autograder.sandbox.process import Limits, Outcome, Sandbox, CappedReader, kill_group, worker_env
@@ -117,7 +118,8 @@ class ForkServer:
         start that fails is the harness's (a rare rendezvous stall has been
         seen under load): it is retried once with a fresh group and store."""
         if not self.ready:
-            self._reply(self.gloo.start_seconds)
+            with phase("fork server imports torch (waited for)", lane="gloo"):
+                self._reply(self.gloo.start_seconds)
             self.ready = True
         for attempt in (1, 2):
             try:

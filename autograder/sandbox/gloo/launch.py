@@ -19,6 +19,7 @@ import os
 from shardlab.autograder.sandbox.gloo.group import GLOO, ForkServer, GlooLimits, GroupError
 from shardlab.autograder.sandbox.gloo.seeds import data_seed
 from shardlab.autograder.engine.parts import Call
+from shardlab.autograder.engine.phases import phase
 from shardlab.autograder.sandbox.process import Limits, Outcome, SandboxRun
 
 _PREPARED: dict[str, ForkServer] = {}
@@ -72,11 +73,14 @@ def run_gloo(root: str, calls: list[Call], limits: Limits = Limits(), gloo: Gloo
                     results[key] = Outcome(error="scenario call without a world_size")
                     continue
                 try:
-                    group = group or server.spawn(world_size)
+                    if group is None:
+                        with phase(f"start {world_size} ranks", lane="gloo"):
+                            group = server.spawn(world_size)
                 except GroupError as exc:
                     results[key] = Outcome(error=str(exc))
                     continue
-                outcome, state = group.run(_keyed(call), server.gloo.scenario_seconds)
+                with phase(f"{call.function} on {world_size}", lane="gloo"):
+                    outcome, state = group.run(_keyed(call), server.gloo.scenario_seconds)
                 results[key] = outcome
                 if state in ("hung", "died"):
                     given_up[what] = "hung" if state == "hung" else "ended a rank"

@@ -1,0 +1,72 @@
+"""What keeps a grading fast: reference results made once per machine
+(reference/cache.py), cases built without importing torch, and the phase
+record the grading benchmark draws (engine/phases.py)."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from shardlab.reference import cache
+
+
+@pytest.mark.pure
+def test_once_per_machine_computes_once_and_keys_on_arguments_and_source(tmp_path, monkeypatch):
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"value": len(calls)}
+
+    deps = ("shardlab.reference.specs",)
+    assert cache.once_per_machine("t", {"a": 1}, compute, deps, tmp_path) == {"value": 1}
+    assert cache.once_per_machine("t", {"a": 1}, compute, deps, tmp_path) == {"value": 1}   # from disk
+    assert cache.once_per_machine("t", {"a": 2}, compute, deps, tmp_path) == {"value": 2}   # other arguments
+    # the same arguments, but the code that computes them changed: computed again
+    monkeypatch.setattr(cache, "_source_digest", lambda modules: "edited")
+    assert cache.once_per_machine("t", {"a": 1}, compute, deps, tmp_path) == {"value": 3}
+    assert len(list(tmp_path.glob("t-*.json"))) == 3
+    assert (tmp_path.stat().st_mode & 0o077) == 0
+
+
+@pytest.mark.sandbox
+@pytest.mark.timeout(300)
+def test_a_warm_machine_builds_every_case_without_importing_torch(tmp_path):
+    """Every probe waits for the cases: with the machine's cache warm (`shardlab warm`),
+    building them must not import torch (seconds before any student code runs)."""
+    import os
+    env = dict(os.environ, SHARDLAB_CACHE_DIR=str(tmp_path))
+    warm = subprocess.run([sys.executable, "-m", "shardlab.autograder.cli", "warm"], env=env,
+                          capture_output=True, text=True, timeout=280)
+    assert warm.returncode == 0, warm.stderr
+    probe = ("import sys\n"
+             "from shardlab.autograder.engine.plan import part_cases\n"
+             "from shardlab.autograder.questions import all_parts\n"
+             "from shardlab.reference.config import load_config\n"
+             "cfg = load_config()\n"
+             "n = sum(len(part_cases(cfg, p.id)) for p in all_parts() if p.kind == 'auto')\n"
+             "print(n, 'torch' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    count, imported = done.stdout.split()
+    assert int(count) > 50 and imported == "False"
+
+
+@pytest.mark.sandbox
+@pytest.mark.timeout(300)
+def test_a_grading_records_its_phases_when_asked(tmp_path, submission):
+    import os
+    solutions = submission()
+    spans_file = tmp_path / "spans.json"
+    env = dict(os.environ, SHARDLAB_PHASES=str(spans_file))
+    done = subprocess.run([sys.executable, "-m", "shardlab.autograder.cli", "grade", "--json", str(solutions)],
+                          env=env, capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, done.stderr
+    spans = json.loads(spans_file.read_text())
+    names = {s["name"] for s in spans}
+    assert {"grader imported", "cases", "expected values", "gloo probe", "scoring", "start 2 ranks",
+            "fsdp_train on 2", "ddp_train on 3", "comm4d_mesh_forward on 4"} <= names
+    assert all(s["end"] >= s["start"] for s in spans)
+    gloo = next(s for s in spans if s["name"] == "gloo probe")
+    runs = [s for s in spans if s["name"].endswith((" on 2", " on 3", " on 4"))]
+    assert all(gloo["start"] <= s["start"] and s["end"] <= gloo["end"] for s in runs)
