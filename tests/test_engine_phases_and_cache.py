@@ -31,9 +31,10 @@ def test_once_per_machine_computes_once_and_keys_on_arguments_and_source(tmp_pat
 
 @pytest.mark.sandbox
 @pytest.mark.timeout(300)
-def test_a_warm_machine_builds_every_case_without_importing_torch(tmp_path):
+def test_a_warm_machine_grades_without_importing_torch(tmp_path):
     """Every probe waits for the cases: with the machine's cache warm (`shardlab warm`),
-    building them must not import torch (seconds before any student code runs)."""
+    building them must not import torch (seconds before any student code runs); nor
+    must the expected values (seconds of CPU and a few hundred MB in every grading)."""
     import os
     env = dict(os.environ, SHARDLAB_CACHE_DIR=str(tmp_path))
     warm = subprocess.run([sys.executable, "-m", "shardlab.autograder.cli", "warm"], env=env,
@@ -45,11 +46,16 @@ def test_a_warm_machine_builds_every_case_without_importing_torch(tmp_path):
              "from shardlab.reference.config import load_config\n"
              "cfg = load_config()\n"
              "n = sum(len(part_cases(cfg, p.id)) for p in all_parts() if p.kind == 'auto')\n"
-             "print(n, 'torch' in sys.modules)\n")
+             "cases_imported = 'torch' in sys.modules\n"
+             "from shardlab.autograder.engine.plan import expected_values\n"
+             "for p in all_parts():\n"
+             "    if p.kind == 'auto':\n"
+             "        expected_values(cfg, p.id)\n"
+             "print(n, cases_imported, 'torch' in sys.modules)\n")
     done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    count, imported = done.stdout.split()
-    assert int(count) > 50 and imported == "False"
+    count, for_cases, for_expected = done.stdout.split()
+    assert int(count) > 50 and for_cases == "False" and for_expected == "False"
 
 
 @pytest.mark.sandbox

@@ -55,8 +55,37 @@ def group_points(points: float, n: int) -> list[float]:
 
 @lru_cache(maxsize=256)
 def expected_values(cfg, part_id: str) -> list[list]:
-    """The reference's values for every call of every case, case by case."""
-    return [find_part(part_id).expect(c) for c in part_cases(cfg, part_id)]
+    """The reference's values for every call of every case, case by case.
+
+    A distributed part's values come from reference trainings in torch, the same for
+    every submission: they are made once per machine (reference/cache.py; `shardlab
+    warm` makes them all), so a grading's own process never has to import torch. The
+    key holds every call, the run seeds really used (the machine's secret ones, or the
+    public ones in the kit's build) and the source of the code that computes them."""
+    part = find_part(part_id)
+    cases = part_cases(cfg, part_id)
+
+    def compute() -> list[list]:
+        return [part.expect(c) for c in cases]
+    if part.probe != "gloo":
+        return compute()
+    from shardlab.autograder.sandbox.gloo.seeds import data_seed
+    from shardlab.reference.cache import once_per_machine
+    calls = [[c.module, c.function, c.args] for case in cases for c in case.calls]
+    seeds = {c.args["seed"]: data_seed(c.args["seed"]) for case in cases for c in case.calls if "seed" in c.args}
+    return once_per_machine(f"expected-{part_id}", {"calls": calls, "seeds": sorted(seeds.items())}, compute,
+                            _reference_sources())
+
+
+@lru_cache(maxsize=1)
+def _reference_sources() -> tuple[str, ...]:
+    """Every module expected values can be computed by: the reference and the question definitions."""
+    import pkgutil
+
+    import shardlab.autograder.questions as questions
+    import shardlab.reference as reference
+    return tuple(f"{package.__name__}.{m.name}" for package in (reference, questions)
+                 for m in pkgutil.iter_modules(package.__path__))
 
 
 def part_plan(cfg, part_id: str) -> tuple[list[Case], list[list]]:
