@@ -194,13 +194,33 @@ def grade_parts(root: Path, cfg, parts: list[Part], limits: Limits = Limits()):
     failed.update(unstarted)
     results = {}
     with phase("scoring"):
+        timelines = _timelines(parts, cases, outcomes)
         for p in parts:
             values, reason = expected[p.id]
             reason = reason or failed.get(p.id)
             results[p.id] = (_internal_error(p, part_points(p, cfg), reason) if reason else
                              _score_or_error(p, part_points(p, cfg), cases[p.id], values,
                                              [outcomes[(p.id, k)] for k in range(len(cases[p.id]))]))
+            results[p.id].timeline = timelines.get(p.id)
     return results, output, printed
+
+
+def _timelines(parts: list[Part], cases: dict, outcomes: dict) -> dict[str, dict]:
+    """One traced step of the first run of each overlap part the kit draws too
+    (publish/kit_timelines.DRAWN): what the student's feedback shows as a timeline."""
+    from shardlab.autograder.publish.kit_timelines import DRAWN
+    from shardlab.autograder.publish.timeline import step_window
+    out = {}
+    for part_id, stem, step in DRAWN:
+        got = (outcomes.get((part_id, 0)) or [None])[0]        # the first case's (only) call
+        if got is None or not got.trace or got.error is not None:
+            continue
+        try:        # the marks in a trace are the student process's: a drawing never fails a grading
+            out[part_id] = dict(stem=stem, title=f"{cases[part_id][0].calls[0].show()}, step {step}",
+                                events=step_window(got.trace, step))
+        except Exception:  # noqa: BLE001
+            continue
+    return out
 
 
 def grade_part_ids(root: Path, cfg, part_ids, limits: Limits = Limits()) -> dict[str, PartResult]:

@@ -65,7 +65,10 @@ class PartResult:
     'auto', 'manual' (graded by hand) or 'answers' (the answers.toml sheet);
     bonus: its points are not part of the question's max_score; status: 'ok'
     or INTERNAL_ERROR (0 points, flagged for the instructor to regrade);
-    groups: how the points split over the case groups (auto parts)."""
+    groups: how the points split over the case groups (auto parts); timeline: for
+    the overlap parts (publish/kit_timelines.DRAWN), one traced step of the
+    student's first run, {"stem", "title", "events": per rank}, which batch
+    grading draws into the feedback folder (platforms/batch.py)."""
 
     id: str
     title: str
@@ -76,6 +79,7 @@ class PartResult:
     bonus: bool = False
     status: str = "ok"
     groups: list[GroupResult] = field(default_factory=list)
+    timeline: dict | None = None
 
 
 @dataclass

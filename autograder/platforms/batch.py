@@ -82,6 +82,24 @@ def grade_in_subprocess(path: str, config_path: str | None) -> dict:
             "retry": not refused, "refused": refused}
 
 
+def draw_timelines(report: dict, folder: Path) -> None:
+    """The overlap parts' traced step (engine/grading._timelines) drawn as
+    <folder>/<stem>.png and .trace.json; each such part's dict then says where
+    (`timeline_note`, shown in the feedback) instead of carrying the events."""
+    from shardlab.autograder.publish.timeline import overlap_summary, write_timeline
+    for q in report.get("questions", []):
+        for p in q["parts"]:
+            timeline = p.pop("timeline", None)
+            if not timeline:
+                continue
+            try:
+                png, trace = write_timeline(timeline["events"], folder, timeline["stem"], timeline["title"])
+                p["timeline_note"] = (f"one traced step of your first run: {overlap_summary(timeline['events'])} "
+                                      f"(drawn in {folder.name}/{png.name}; {trace.name} opens in Perfetto)")
+            except Exception as exc:  # noqa: BLE001 - a drawing never costs a grade
+                p["timeline_note"] = f"no timeline: drawing it failed ({type(exc).__name__})"
+
+
 def feedback_markdown(name: str, report: dict) -> str:
     lines = [f"# Feedback for {name}", ""]
     if report["status"] != "ok":
@@ -97,6 +115,8 @@ def feedback_markdown(name: str, report: dict) -> str:
         for p in q["parts"]:
             score = "manual" if p.get("kind") == "manual" else f"{p['score']:g} / {p['max_score']:g}"
             lines.append(f"- **{p['id']} {p['title']}** ({score}): {untrusted.markdown(p['feedback'])}")
+            if p.get("timeline_note"):
+                lines.append(f"  - Timeline: {untrusted.markdown(p['timeline_note'])}")
         lines.append("")
     return "\n".join(lines)
 
@@ -166,6 +186,7 @@ def grade_many(paths: list[str], out: Path, config_path: str | None, jobs: int =
         for fut in as_completed(futures):
             name = names[futures[fut]]
             report = fut.result()
+            draw_timelines(report, feedback_dir / name)
             results[name] = report
             write_atomic(results_dir / f"{name}.json", json.dumps(report, indent=1))
             write_atomic(feedback_dir / f"{name}.md", feedback_markdown(name, report))

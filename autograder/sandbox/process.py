@@ -40,10 +40,12 @@ class Limits:
 
 @dataclass
 class Outcome:
-    """One call's result: value on success, else error (a one-line message)."""
+    """One call's result: value on success, else error (a one-line message); a gloo
+    run's `trace` is each rank's timed events (sandbox/gloo/ranks/tracing.py)."""
 
     value: object = None
     error: str | None = None
+    trace: list | None = None
 
 
 @dataclass

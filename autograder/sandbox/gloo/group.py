@@ -225,7 +225,11 @@ class WorkerGroup:
                         elif "error" in msg:
                             got[r] = ("error", msg)
                         elif want in msg:
-                            got[r] = msg[want] if want == "ready" else ("ok", msg[want])
+                            if want == "ready":
+                                got[r] = msg[want]
+                            else:
+                                got[r] = ("ok", msg[want])
+                                self.events[r] = msg.get("events") or []
                         if r in got:
                             pending.discard(r)
                             sel.unregister(self.socks[r])
@@ -243,6 +247,7 @@ class WorkerGroup:
                                        "args": call.args}}) + "\n").encode()
         self.where = [None] * self.world_size
         self.last = [None] * self.world_size
+        self.events = [[] for _ in range(self.world_size)]
         try:
             for s in self.socks:
                 s.sendall(request)
@@ -251,7 +256,7 @@ class WorkerGroup:
         got = self._collect(time.monotonic() + seconds, set(range(self.world_size)), "result")
         failed = {r: v for r, v in got.items() if v[0] != "ok"}
         if not failed and len(got) == self.world_size:
-            return Outcome(value=[got[r][1] for r in range(self.world_size)]), "ok"
+            return Outcome(value=[got[r][1] for r in range(self.world_size)], trace=self.events), "ok"
         if not failed:
             return Outcome(error=unfinished(self.world_size, got, self.where, seconds)), "hung"
         # let the other ranks report too: one failure often explains another

@@ -146,7 +146,10 @@ def serve_run(run: dict, student: Channel, to_grader: Callable[..., None], trace
             record_mark(ctx, header)
         elif "result" in header:
             try:
-                return to_grader(result=scenario.report(ctx, header["result"], **run["args"]))
+                value = scenario.report(ctx, header["result"], **run["args"])
+                # the run's timed trace, for the timeline of the student's feedback: collective times
+                # measured here; gradient, phase and step marks as the student's process sent them
+                return to_grader(result=value, events=tracer.events + ctx.marks)
             except Exception as exc:  # noqa: BLE001
                 return failed(f"the grader's own part of {run['scenario']} failed: {exc}", internal=True)
         elif "error" in header:
