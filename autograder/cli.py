@@ -66,11 +66,14 @@ def cli():
               help="Batch mode: write gradebook.csv, results/*.json and feedback/*.md here.")
 @click.option("--resume", is_flag=True, help="With --out: skip submissions already graded.")
 @click.option("--verbose", "-v", is_flag=True, help="With --out: a line per submission as it is graded.")
+@click.option("--timelines", "timelines_dir", type=click.Path(file_okay=False),
+              help="Without --out: draw each submission's traced overlap step (4.7, 2.11) under "
+                   "DIR/<name>/ as .png and .trace.json (with --out they go beside the feedback).")
 @click.option("--gradescope-export", "export_path", type=click.Path(),
               help="Regrade a class: Gradescope's 'Export Submissions' zip (or its unpacked folder) "
                    "instead of PATHs; needs --out, and also writes gradescope_scores.csv there.")
 @config_option
-def grade(paths, as_json, jobs, out_dir, resume, verbose, export_path, config_path):
+def grade(paths, as_json, jobs, out_dir, resume, verbose, timelines_dir, export_path, config_path):
     """Grade submissions: folders or zips holding assignments/."""
     from shardlab.autograder.platforms.gradescope_export import is_export
     from shardlab.autograder.sandbox.walls import required_walls
@@ -82,6 +85,8 @@ def grade(paths, as_json, jobs, out_dir, resume, verbose, export_path, config_pa
         raise ShardlabError("nothing to grade: give submission PATHs (or --gradescope-export ARCHIVE --out DIR)")
     if out_dir and len(paths) == 1 and is_export(paths[0]):
         raise _export_given_as_path(paths[0])
+    if out_dir and timelines_dir:
+        raise ShardlabError("--timelines is for grading without --out (with --out, feedback/<name>/ has them)")
     cfg = _config(config_path)
     required_walls(cfg)          # refuse before grading anything when the course requires the jail
     if export_path:
@@ -97,11 +102,12 @@ def grade(paths, as_json, jobs, out_dir, resume, verbose, export_path, config_pa
         if len(paths) == 1 and is_export(paths[0]):      # only once it is no submission
             raise _export_given_as_path(paths[0]) from None
         raise
+    notes = _draw_timelines(paths, reports, timelines_dir)
     if as_json:
-        for r in reports:
-            click.echo(json.dumps(r.to_dict()))
+        for report, _ in notes:
+            click.echo(json.dumps(report))
         return
-    for r in reports:
+    for r, (_, lines) in zip(reports, notes):
         for q in r.questions:
             for p in q.parts:
                 if p.score < p.max_score:
@@ -111,7 +117,27 @@ def grade(paths, as_json, jobs, out_dir, resume, verbose, export_path, config_pa
             console.print(f"{Path(r.submission).name}: the submission printed {r.output_bytes:,} bytes "
                           f"(ignored by the grader).", highlight=False)
         _print_grading_notes(Path(r.submission).name, r.walls, r.internal_errors)
+        for line in lines:
+            console.print(f"{untrusted.rich(Path(r.submission).name)} {untrusted.rich(line)}", highlight=False)
     console.print(score_table(reports))
+
+
+def _draw_timelines(paths, reports, folder) -> list[tuple[dict, list[str]]]:
+    """Each report as a dict, and its overlap parts' timeline lines: drawn under
+    folder/<name>/ when `folder` is given (platforms/batch.draw_timelines), else
+    just each part's overlap summary."""
+    from shardlab.autograder.platforms.batch import draw_timelines, submission_names
+    names = submission_names([str(p) for p in paths])
+    out = []
+    for path, r in zip(paths, reports):
+        report = r.to_dict()
+        if folder:
+            lines = draw_timelines(report, Path(folder) / names[str(path)])
+        else:
+            lines = [f"{p.id}: {p.timeline['summary']} (--timelines DIR draws it)"
+                     for q in r.questions for p in q.parts if p.timeline]
+        out.append((report, lines))
+    return out
 
 
 def _export_given_as_path(path) -> ShardlabError:

@@ -112,3 +112,16 @@ def assert_one_line_error(done, message: str) -> None:
     assert "Traceback" not in done.stderr + done.stdout
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], done.stderr
+
+
+def all_reduces_against_backward(trace_events: list[dict]) -> dict[int, tuple[list[float], float]]:
+    """{rank: (start ts of each all-reduce, ts of the last gradient)} of a DDP step's
+    Chrome trace (publish/timeline.chrome_trace), in µs: an all-reduce that starts
+    before the last gradient overlaps backward."""
+    out = {}
+    for rank in sorted({e["pid"] for e in trace_events}):
+        starts = [e["ts"] for e in trace_events if e["pid"] == rank and e["ph"] == "X"
+                  and e.get("cat") == "collective" and e["name"].startswith("all_reduce")]
+        grads = [e["ts"] for e in trace_events if e["pid"] == rank and e["ph"] == "i" and e.get("cat") == "grad"]
+        out[rank] = (starts, max(grads))
+    return out

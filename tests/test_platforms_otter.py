@@ -181,7 +181,9 @@ def test_otter_run_matches_shardlab_grade(autograder_zip, tmp_path, which):
         for line, p in zip(lines, q["parts"]):
             if p["kind"] == "auto" and p["score"] < p["max_score"]:   # the mark, the part, then our feedback
                 mark = "⚠️" if p["status"] == "internal-error" else "❌"
-                assert line.startswith(f"{mark} {p['id']} ") and line.endswith(html(p["feedback"])), line
+                assert line.startswith(f"{mark} {p['id']} ") and f": {html(p['feedback'])}" in line, line
+            if p.get("timeline"):      # 4.7, 2.11: the overlap summary of the traced step ends the line
+                assert line.endswith(f"run: {html(p['timeline']['summary'])}"), line
 
 
 def test_build_ships_the_roster_map_in_the_zip(tmp_path):

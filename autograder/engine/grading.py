@@ -33,6 +33,7 @@ from shardlab.autograder.engine.probes import PROBES
 from shardlab.autograder.engine.results import (INTERNAL_ERROR, GroupResult, PartResult, QuestionResult, Report,
                                                 internal_error_result)
 from shardlab.autograder.engine.submission import open_submission
+from shardlab.autograder.engine.timelines import drawn_cases, timeline
 from shardlab.autograder.engine.writeup import read_writeup, written_feedback
 from shardlab.autograder.errors import ShardlabError
 from shardlab.autograder.questions import all_parts, check_points_config, part_points, questions
@@ -112,10 +113,13 @@ def score_part(part: Part, points: float, cases: list[Case], expected: list[list
     return PartResult(part.id, part.title, score, points, feedback, part.kind, part.bonus, groups=groups)
 
 
-def _run_probes(root: Path, cases: dict[str, list[Case]], limits: Limits) -> tuple[dict, dict, str, int]:
-    """Run every part's calls (cases by part id), one batch per probe. Returns
-    ({(part id, case index): [Outcome]}, {part id: reason} for the parts whose
-    probe itself failed (the grader's fault), student output, bytes printed)."""
+def _run_probes(root: Path, cases: dict[str, list[Case]], limits: Limits,
+                traced: frozenset = frozenset()) -> tuple[dict, dict, str, int]:
+    """Run every part's calls (cases by part id), one batch per probe; the
+    cases `traced` ({(part id, case index)}) with their runs' traces where the
+    probe can trace (engine/timelines.py). Returns ({(part id, case index):
+    [Outcome]}, {part id: reason} for the parts whose probe itself failed (the
+    grader's fault), student output, bytes printed)."""
     by_probe: dict[str, list] = {}
     for q in questions():
         for part in q.parts:
@@ -131,8 +135,10 @@ def _run_probes(root: Path, cases: dict[str, list[Case]], limits: Limits) -> tup
         batches[probe] = (calls, slices, parts)
     # the probes are separate sandboxes that mostly wait: run them side by side
     with ThreadPoolExecutor(max_workers=len(batches) or 1) as pool:
-        runs = {probe: pool.submit(_run_probe, probe, str(root), calls, limits)
-                for probe, (calls, _, _) in batches.items()}
+        runs = {probe: pool.submit(_run_probe, probe, str(root), calls, limits,
+                                   frozenset(k for key, s in slices.items() if key in traced
+                                             for k in range(s.start, s.stop)))
+                for probe, (calls, slices, _) in batches.items()}
         outcomes, failed, output, printed = {}, {}, [], 0
         for probe, (_, slices, parts) in batches.items():
             try:
@@ -149,9 +155,12 @@ def _run_probes(root: Path, cases: dict[str, list[Case]], limits: Limits) -> tup
     return outcomes, failed, "".join(output), printed
 
 
-def _run_probe(probe: str, root: str, calls: list, limits: Limits):
+def _run_probe(probe: str, root: str, calls: list, limits: Limits, traced: frozenset[int]):
+    run = PROBES[probe]
     with phase(f"{probe} probe", lane=probe):
-        return PROBES[probe](root, calls, limits)
+        if traced and getattr(run, "traces", False):
+            return run(root, calls, limits, traced=traced)
+        return run(root, calls, limits)
 
 
 def _score_or_error(part: Part, points: float, cases, expected, outcomes) -> PartResult:
@@ -181,6 +190,7 @@ def grade_parts(root: Path, cfg, parts: list[Part], limits: Limits = Limits()):
                 unstarted.update({p.id: reason for p in parts if p.probe == probe})
     with phase("cases"):
         cases = {p.id: part_cases(cfg, p.id) for p in parts}
+        drawn = drawn_cases(cases)
 
     def expected_values():
         with phase("expected values", lane="reference"):
@@ -188,39 +198,23 @@ def grade_parts(root: Path, cfg, parts: list[Part], limits: Limits = Limits()):
     with ThreadPoolExecutor(max_workers=1) as pool:
         expected = pool.submit(expected_values)
         outcomes, failed, output, printed = _run_probes(
-            root, {pid: c for pid, c in cases.items() if pid not in unstarted}, limits)
+            root, {pid: c for pid, c in cases.items() if pid not in unstarted}, limits,
+            frozenset((pid, k) for pid, (k, _, _) in drawn.items()))
         with phase("waiting for expected values"):
             expected = expected.result()
     failed.update(unstarted)
     results = {}
     with phase("scoring"):
-        timelines = _timelines(parts, cases, outcomes)
         for p in parts:
             values, reason = expected[p.id]
             reason = reason or failed.get(p.id)
             results[p.id] = (_internal_error(p, part_points(p, cfg), reason) if reason else
                              _score_or_error(p, part_points(p, cfg), cases[p.id], values,
                                              [outcomes[(p.id, k)] for k in range(len(cases[p.id]))]))
-            results[p.id].timeline = timelines.get(p.id)
+            if p.id in drawn and not reason:        # after scoring, and never part of it
+                k, stem, step = drawn[p.id]
+                results[p.id].timeline = timeline(cases[p.id][k], stem, step, outcomes[(p.id, k)])
     return results, output, printed
-
-
-def _timelines(parts: list[Part], cases: dict, outcomes: dict) -> dict[str, dict]:
-    """One traced step of the first run of each overlap part the kit draws too
-    (publish/kit_timelines.DRAWN): what the student's feedback shows as a timeline."""
-    from shardlab.autograder.publish.kit_timelines import DRAWN
-    from shardlab.autograder.publish.timeline import step_window
-    out = {}
-    for part_id, stem, step in DRAWN:
-        got = (outcomes.get((part_id, 0)) or [None])[0]        # the first case's (only) call
-        if got is None or not got.trace or got.error is not None:
-            continue
-        try:        # the marks in a trace are the student process's: a drawing never fails a grading
-            out[part_id] = dict(stem=stem, title=f"{cases[part_id][0].calls[0].show()}, step {step}",
-                                events=step_window(got.trace, step))
-        except Exception:  # noqa: BLE001
-            continue
-    return out
 
 
 def grade_part_ids(root: Path, cfg, part_ids, limits: Limits = Limits()) -> dict[str, PartResult]:

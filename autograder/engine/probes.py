@@ -31,7 +31,10 @@ class Probe(Protocol):
 
     # Optional: `prepare(root, limits)`, called before the expected values are
     # computed so slow start-up (the gloo fork server importing torch)
-    # overlaps them. Not declared here because most probes have none.
+    # overlaps them; and `traces = True` when the probe takes a keyword
+    # `traced` (indices into `calls`) and gives those calls' outcomes the run's
+    # timed trace (Outcome.trace; engine/timelines.py). Not declared here
+    # because most probes have neither.
 
 
 PROBES: dict[str, Probe] = {"calls": run_calls, "gloo": run_gloo}

@@ -67,8 +67,9 @@ class PartResult:
     or INTERNAL_ERROR (0 points, flagged for the instructor to regrade);
     groups: how the points split over the case groups (auto parts); timeline: for
     the overlap parts (publish/kit_timelines.DRAWN), one traced step of the
-    student's first run, {"stem", "title", "events": per rank}, which batch
-    grading draws into the feedback folder (platforms/batch.py)."""
+    student's first graded run, {"stem", "title", "summary", "events": per
+    rank} (engine/timelines.py), None if that run failed; the front ends draw
+    it beside the feedback (platforms/batch.draw_timelines)."""
 
     id: str
     title: str

@@ -5,7 +5,10 @@ PATH --json`), so a submission that kills its grader cannot take innocent
 jobs with it; it is retried once, then recorded as an error row. Every result
 is written atomically as soon as it is known (results/<name>.json,
 feedback/<name>.md, and gradebook.csv rebuilt from all results), so an
-interrupted run loses nothing and `--resume` skips what is done.
+interrupted run loses nothing and `--resume` skips what is done. Beside the
+feedback, feedback/<name>/ holds the timelines of the overlap parts (4.7,
+2.11): one traced step of the student's first graded run, as a PNG and a
+Chrome trace (`draw_timelines`; the feedback names them in one line).
 
 Written answers (writeup.md) are collected in written/<part id>.md, one file
 per hand-graded part holding every submission's answer, for the graders.
@@ -82,11 +85,15 @@ def grade_in_subprocess(path: str, config_path: str | None) -> dict:
             "retry": not refused, "refused": refused}
 
 
-def draw_timelines(report: dict, folder: Path) -> None:
-    """The overlap parts' traced step (engine/grading._timelines) drawn as
-    <folder>/<stem>.png and .trace.json; each such part's dict then says where
-    (`timeline_note`, shown in the feedback) instead of carrying the events."""
-    from shardlab.autograder.publish.timeline import overlap_summary, write_timeline
+def draw_timelines(report: dict, folder: Path) -> list[str]:
+    """Draw each part's traced step (PartResult.timeline, engine/timelines.py)
+    as <folder>/<stem>.png and <stem>.trace.json (publish/timeline.py). Each
+    such part's dict then carries `timeline_note` (its overlap summary and the
+    files' names, one line of the feedback) instead of the events. Returns
+    "<part id>: <note>" per drawing. A part without a timeline (its run failed)
+    gets no line; a drawing that fails says so and costs nothing."""
+    from shardlab.autograder.publish.timeline import write_timeline
+    lines = []
     for q in report.get("questions", []):
         for p in q["parts"]:
             timeline = p.pop("timeline", None)
@@ -94,10 +101,13 @@ def draw_timelines(report: dict, folder: Path) -> None:
                 continue
             try:
                 png, trace = write_timeline(timeline["events"], folder, timeline["stem"], timeline["title"])
-                p["timeline_note"] = (f"one traced step of your first run: {overlap_summary(timeline['events'])} "
-                                      f"(drawn in {folder.name}/{png.name}; {trace.name} opens in Perfetto)")
+                p["timeline_note"] = (f"{timeline['summary']} (one traced step of your first graded run: "
+                                      f"{folder.name}/{png.name}, and {folder.name}/{trace.name} for "
+                                      "https://ui.perfetto.dev)")
             except Exception as exc:  # noqa: BLE001 - a drawing never costs a grade
                 p["timeline_note"] = f"no timeline: drawing it failed ({type(exc).__name__})"
+            lines.append(f"{p['id']}: {p['timeline_note']}")
+    return lines
 
 
 def feedback_markdown(name: str, report: dict) -> str:

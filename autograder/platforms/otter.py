@@ -239,8 +239,10 @@ def gradescope_results(results: dict, report: dict, settings) -> dict:
 def question_output(question: dict, written: dict[str, str] | None = None) -> str:
     """One line per part, as the local report says it: mark, part, points,
     then shardlab's feedback (hidden cases say only the kind of failure),
-    escaped for Gradescope's simple_format; under a hand-graded part, the
-    student's answer from writeup.md (`written`), for the graders."""
+    escaped for Gradescope's simple_format; an overlap part's (4.7, 2.11)
+    line ends with the overlap summary of its traced step (engine/timelines.py;
+    no image on Gradescope); under a hand-graded part, the student's answer
+    from writeup.md (`written`), for the graders."""
     from shardlab.autograder.engine.results import INTERNAL_ERROR
     from shardlab.autograder.sandbox.untrusted import html
     lines = []
@@ -251,7 +253,9 @@ def question_output(question: dict, written: dict[str, str] | None = None) -> st
             mark = ("⚠️" if p.get("status") == INTERNAL_ERROR else
                     "✅" if p["score"] >= p["max_score"] else "❌")
             points = f"{p['score']:g} / {p['max_score']:g}" + (" bonus" if p.get("bonus") else "")
-        lines.append(f"{mark} {html(p['id'])} {html(p['title'])} ({points}): {html(p['feedback'])}")
+        timeline = (p.get("timeline") or {}).get("summary")
+        lines.append(f"{mark} {html(p['id'])} {html(p['title'])} ({points}): {html(p['feedback'])}"
+                     + (f" Timeline of one traced step of your first graded run: {html(timeline)}" if timeline else ""))
         if (written or {}).get(p["id"]):
             lines.append(_html.escape(block(written[p["id"]], WRITTEN_CAP), quote=False))
     return "\n".join(lines)

@@ -225,11 +225,7 @@ class WorkerGroup:
                         elif "error" in msg:
                             got[r] = ("error", msg)
                         elif want in msg:
-                            if want == "ready":
-                                got[r] = msg[want]
-                            else:
-                                got[r] = ("ok", msg[want])
-                                self.events[r] = msg.get("events") or []
+                            got[r] = msg[want] if want == "ready" else ("ok", msg[want], msg.get("events"))
                         if r in got:
                             pending.discard(r)
                             sel.unregister(self.socks[r])
@@ -240,14 +236,15 @@ class WorkerGroup:
             sel.close()
         return got
 
-    def run(self, call: Call, seconds: float) -> tuple[Outcome, str]:
+    def run(self, call: Call, seconds: float, trace: bool = False) -> tuple[Outcome, str]:
         """Run one scenario on every rank. Returns (outcome, state) with state
-        'ok', 'clean-error' (group still usable), 'error', 'hung' or 'died'."""
+        'ok', 'clean-error' (group still usable), 'error', 'hung' or 'died'.
+        With `trace`, a successful outcome's `trace` is each rank's timed events
+        as its trusted process recorded them (None if a rank sent none)."""
         request = (json.dumps({"run": {"scenario": call.function, "module": call.module,
-                                       "args": call.args}}) + "\n").encode()
+                                       "args": call.args, "trace": trace}}) + "\n").encode()
         self.where = [None] * self.world_size
         self.last = [None] * self.world_size
-        self.events = [[] for _ in range(self.world_size)]
         try:
             for s in self.socks:
                 s.sendall(request)
@@ -256,7 +253,9 @@ class WorkerGroup:
         got = self._collect(time.monotonic() + seconds, set(range(self.world_size)), "result")
         failed = {r: v for r, v in got.items() if v[0] != "ok"}
         if not failed and len(got) == self.world_size:
-            return Outcome(value=[got[r][1] for r in range(self.world_size)], trace=self.events), "ok"
+            events = [got[r][2] for r in range(self.world_size)]
+            return Outcome(value=[got[r][1] for r in range(self.world_size)],
+                           trace=events if trace and all(isinstance(e, list) for e in events) else None), "ok"
         if not failed:
             return Outcome(error=unfinished(self.world_size, got, self.where, seconds)), "hung"
         # let the other ranks report too: one failure often explains another

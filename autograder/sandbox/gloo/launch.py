@@ -7,6 +7,10 @@ gets the list of the ranks' values. `run_gloo` runs all such calls of one
 submission: one fork server, one worker group per world size reused by
 every call, identical calls (several parts judging the same run) once.
 
+With `traced` (indices into `calls`), those calls' outcomes also carry the
+run's trace (Outcome.trace: each rank's events, timed by its trusted
+process), for the timeline the feedback draws; other runs send none.
+
 After a hang or a dead rank, the rest of that scenario's calls (of that
 student function's, for `run_function`) are not run: each would only cost
 the same deadline again.
@@ -48,10 +52,13 @@ def _what(call: Call) -> str:
     return call.args.get("function") or call.function
 
 
-def run_gloo(root: str, calls: list[Call], limits: Limits = Limits(), gloo: GlooLimits = GLOO) -> SandboxRun:
+def run_gloo(root: str, calls: list[Call], limits: Limits = Limits(), gloo: GlooLimits = GLOO,
+             traced: frozenset[int] = frozenset()) -> SandboxRun:
     """Evaluate every call against the submission at `root`. `limits` gives
-    the ranks' memory limit; `gloo` the timeouts."""
+    the ranks' memory limit; `gloo` the timeouts; `traced` the calls whose
+    trace is wanted (module docstring)."""
     server = _PREPARED.pop(os.path.abspath(root), None) or ForkServer(root, limits, gloo)
+    traced_keys = {_key(calls[k]) for k in traced}
     unique: dict[str, Call] = {}
     for call in calls:
         unique.setdefault(_key(call), call)
@@ -80,7 +87,7 @@ def run_gloo(root: str, calls: list[Call], limits: Limits = Limits(), gloo: Gloo
                     results[key] = Outcome(error=str(exc))
                     continue
                 with phase(f"{call.function} on {world_size}", lane="gloo"):
-                    outcome, state = group.run(_keyed(call), server.gloo.scenario_seconds)
+                    outcome, state = group.run(_keyed(call), server.gloo.scenario_seconds, key in traced_keys)
                 results[key] = outcome
                 if state in ("hung", "died"):
                     given_up[what] = "hung" if state == "hung" else "ended a rank"
@@ -97,3 +104,4 @@ def run_gloo(root: str, calls: list[Call], limits: Limits = Limits(), gloo: Gloo
 
 
 run_gloo.prepare = prepare
+run_gloo.traces = True

@@ -12,7 +12,8 @@ expected value are therefore out of the student's reach.
 Per scenario (`serve_run`): `prepare` (trusted: the rank's own data and
 weights), then the student half in the student's process, then `report`
 (trusted). Messages to the grader: {"at": label|null} while blocked in a
-collective, then {"result": value}, {"error": text, "collectives": n} or
+collective, then {"result": value} (with "events", the run's trace, when the
+run asked for it: `traced`), {"error": text, "collectives": n} or
 {"died": true} when the student's process ended.
 """
 from __future__ import annotations
@@ -30,6 +31,7 @@ from shardlab.autograder.sandbox.gloo.ranks.tracing import Tracer, explain
 
 MAX_MARKS = 100_000            # per scenario: more is a flood, not a training loop
 MAX_ERROR_CHARS = 2000
+MAX_TRACE_EVENTS = 20_000     # a run's trace sent for a timeline; a training step has ~50
 
 
 class CollectiveRequestError(Exception):
@@ -97,6 +99,16 @@ def perform(header: dict, payload: bytearray, world_size: int) -> torch.Tensor |
     return result
 
 
+def traced(run: dict, tracer: Tracer, ctx: RankContext) -> dict:
+    """{"events": the run's timed trace} when the grader asked for it (`run["trace"]`,
+    the runs its feedback draws: engine/timelines.py), else {}. Every event is a
+    plain dict this process wrote: collective times measured here; phase,
+    gradient and unit marks filed by `record_mark` when the student's process
+    sent them (typed and cut to size there). A flood of events is no timeline."""
+    events = tracer.events + ctx.marks
+    return {"events": events} if run.get("trace") and len(events) <= MAX_TRACE_EVENTS else {}
+
+
 def serve_run(run: dict, student: Channel, to_grader: Callable[..., None], tracer: Tracer,
               rank: int, world_size: int) -> None:
     """One scenario on this rank; ends with one message to the grader."""
@@ -147,9 +159,7 @@ def serve_run(run: dict, student: Channel, to_grader: Callable[..., None], trace
         elif "result" in header:
             try:
                 value = scenario.report(ctx, header["result"], **run["args"])
-                # the run's timed trace, for the timeline of the student's feedback: collective times
-                # measured here; gradient, phase and step marks as the student's process sent them
-                return to_grader(result=value, events=tracer.events + ctx.marks)
+                return to_grader(result=value, **traced(run, tracer, ctx))
             except Exception as exc:  # noqa: BLE001
                 return failed(f"the grader's own part of {run['scenario']} failed: {exc}", internal=True)
         elif "error" in header:
