@@ -42,7 +42,8 @@ def draw_timelines(runs: list[dict], root: str, out: Path) -> list[str]:
                 lines.append(f"{stem}: no timeline, the run failed: {exc}")
                 continue
             events = step_window(ranks.events[run_key(run["scenario"], run["module"], run["args"])], step)
-            png, trace = write_timeline(events, out, stem, f"{run['call']}, step {step}")
+            label = f"step {step}" if step.isdigit() else step       # an FSDP step index, or a DDP phase
+            png, trace = write_timeline(events, out, stem, f"{run['call']}, {label}")
             lines.append(f"{stem}: {png} and {trace}: {overlap_summary(events)}")
     finally:
         ranks.close()
