@@ -30,7 +30,7 @@ def timeline(case: Case, stem: str, step: str, got: list[Outcome]) -> dict | Non
     of `step` (publish/timeline.step_window) and their overlap_summary; None
     when the run failed (hung, crashed, raised) or came back without a trace.
     A hidden case's title names its group, never its inputs."""
-    from shardlab.autograder.publish.timeline import overlap_summary, step_window
+    from shardlab.autograder.publish.timeline import overlap_summary, step_label, step_window
     run = got[0] if got else None
     if run is None or run.error is not None or not run.trace:
         return None
@@ -41,5 +41,4 @@ def timeline(case: Case, stem: str, step: str, got: list[Outcome]) -> dict | Non
         summary = overlap_summary(events)
     except Exception:  # noqa: BLE001 - the marks are the student process's: no timeline, never a failed grading
         return None
-    label = f"step {step}" if step.isdigit() else step          # an FSDP step index, or a DDP phase
-    return {"stem": stem, "title": f"{shown}, {label}", "summary": summary, "events": events}
+    return {"stem": stem, "title": f"{shown}, {step_label(step)}", "summary": summary, "events": events}

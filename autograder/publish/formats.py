@@ -83,16 +83,23 @@ def run_checks(module, cases):
     print(f"all {{len(json.loads(cases))}} public checks passed")
 
 
-def run_distributed(part_id):
-    """Run a distributed task's public cases on local gloo ranks, checked by the kit's copy
-    of the grader's own checks (tests/shardlab_local/), on fresh ranks so your edits count."""
+def kit_runs(part_id):
+    """The public runs of a distributed task (tests/public_runs.json), with the kit's
+    tests/ folder importable (its copy of the grader's checks and timelines.py)."""
     tests = os.path.join(os.getcwd(), "tests")
     if not os.path.isfile(os.path.join(tests, "public_runs.json")):
         raise FileNotFoundError("run this notebook in the starter kit's folder (it needs tests/public_runs.json)")
-    sys.path.insert(0, tests)
-    from shardlab_local.local_checks import Ranks, check_run
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
     with open(os.path.join(tests, "public_runs.json")) as f:
-        runs = [r for q in json.load(f).values() for r in q if r["part"] == part_id]
+        return [r for q in json.load(f).values() for r in q if r["part"] == part_id]
+
+
+def run_distributed(part_id):
+    """Run a distributed task's public cases on local gloo ranks, checked by the kit's copy
+    of the grader's own checks (tests/shardlab_local/), on fresh ranks so your edits count."""
+    runs = kit_runs(part_id)
+    from shardlab_local.local_checks import Ranks, check_run
     ranks, failures = Ranks(os.getcwd()), []
     try:
         for run in runs:
@@ -110,18 +117,16 @@ def run_distributed(part_id):
 def show_timeline(part_id):
     """Trace one training step of your class for `part_id` on local gloo ranks and show it
     (tests/timelines.py; the files land in timelines/, the .trace.json opens in Perfetto)."""
+    from pathlib import Path
     from IPython.display import Image, display
-    tests = os.path.join(os.getcwd(), "tests")
-    sys.path.insert(0, tests)
+    runs = kit_runs(part_id)
     from timelines import DRAWN, draw_timelines
-    with open(os.path.join(tests, "public_runs.json")) as f:
-        runs = [r for q in json.load(f).values() for r in q if r["part"] == part_id]
-    out = os.path.join(os.getcwd(), "timelines")
-    for line in draw_timelines(runs, os.getcwd(), __import__("pathlib").Path(out)):
+    out = Path.cwd() / "timelines"
+    for line in draw_timelines(runs, os.getcwd(), out):
         print(line)
-    stem = next(stem for part, stem, _ in DRAWN if part == part_id)
-    if os.path.exists(os.path.join(out, stem + ".png")):
-        display(Image(filename=os.path.join(out, stem + ".png")))
+    png = out / (next(stem for part, stem, _ in DRAWN if part == part_id) + ".png")
+    if png.exists():
+        display(Image(filename=str(png)))
 
 
 def write_answer(part_id, text):

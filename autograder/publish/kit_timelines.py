@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from shardlab.autograder.publish.timeline import overlap_summary, step_window, write_timeline
+from shardlab.autograder.publish.timeline import overlap_summary, step_label, step_window, write_timeline
 from shardlab.autograder.sandbox.gloo.local import ScenarioFailed
 from shardlab.autograder.sandbox.gloo.local_checks import Ranks, run_key
 
@@ -42,8 +42,7 @@ def draw_timelines(runs: list[dict], root: str, out: Path) -> list[str]:
                 lines.append(f"{stem}: no timeline, the run failed: {exc}")
                 continue
             events = step_window(ranks.events[run_key(run["scenario"], run["module"], run["args"])], step)
-            label = f"step {step}" if step.isdigit() else step       # an FSDP step index, or a DDP phase
-            png, trace = write_timeline(events, out, stem, f"{run['call']}, {label}")
+            png, trace = write_timeline(events, out, stem, f"{run['call']}, {step_label(step)}")
             lines.append(f"{stem}: {png} and {trace}: {overlap_summary(events)}")
     finally:
         ranks.close()

@@ -53,6 +53,12 @@ def _fsdp(events: list[dict]) -> bool:
     return any(e["kind"] == "phase" and e["name"].split(" ")[0].isdigit() for e in events)
 
 
+def step_label(step: str) -> str:
+    """How a drawing's title names the step drawn: an FSDP step index ("1") as
+    "step 1", a DDP phase ("step 2") as it is."""
+    return f"step {step}" if step.isdigit() else step
+
+
 def step_window(ranks: list[list[dict]], step: str) -> list[list[dict]]:
     """The events of one step on every rank: `step` is a DDP phase name
     ("step 2") or an FSDP step index ("1": phases "1 forward" ... "1 optimizer").
