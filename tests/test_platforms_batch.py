@@ -45,7 +45,7 @@ def test_batch_writes_gradebook_results_and_feedback_and_resumes(tmp_path):
 def test_a_grader_that_dies_is_retried_once_then_an_error_row(tmp_path, monkeypatch):
     attempts = {}
 
-    def flaky(path, config_path):
+    def flaky(path, config_path, env=None):
         attempts[path] = attempts.get(path, 0) + 1
         if path.endswith("dies-once") and attempts[path] == 1 or path.endswith("always-dies"):
             return {"status": "error", "error": "the grader exited with status -9: killed", "retry": True}
@@ -72,7 +72,8 @@ def test_the_progress_bar_shows_rate_and_time_left_and_lines_only_when_verbose(t
 
     from shardlab.autograder import cli
     monkeypatch.setattr(batch, "grade_in_subprocess",
-                        lambda path, config_path: {"status": "ok", "score": 1.0, "max_score": 2.0, "questions": []})
+                        lambda path, config_path, env=None: {"status": "ok", "score": 1.0, "max_score": 2.0,
+                                                             "questions": []})
     monkeypatch.setattr(cli.console, "width", 200)
     paths = []
     for name in ("ann", "ben", "cat"):

@@ -28,6 +28,7 @@ platforms/gradescope_export.py scores those 0, as Gradescope did.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -39,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from shardlab.autograder.engine.results import grader_version
-from shardlab.autograder.sandbox import untrusted
+from shardlab.autograder.sandbox import untrusted, zygote
 
 GRADE_TIMEOUT_SECONDS = 900
 ATTEMPTS = 2
@@ -61,14 +62,15 @@ def submission_names(paths: list[str]) -> dict[str, str]:
     return names
 
 
-def grade_in_subprocess(path: str, config_path: str | None) -> dict:
-    """One supervised attempt; returns the report dict or an error record."""
+def grade_in_subprocess(path: str, config_path: str | None, env: dict[str, str] | None = None) -> dict:
+    """One supervised attempt; returns the report dict or an error record.
+    `env`: added to this process's environment (the batch's zygote)."""
     cmd = [sys.executable, "-m", "shardlab.autograder.cli", "grade", path, "--json"]
     if config_path:
         cmd += ["--config", config_path]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=GRADE_TIMEOUT_SECONDS,
-                              start_new_session=True)
+                              start_new_session=True, env={**os.environ, **(env or {})})
     except subprocess.TimeoutExpired:
         return {"status": "error", "error": f"grading took longer than {GRADE_TIMEOUT_SECONDS} s",
                 "retry": True}
@@ -183,7 +185,7 @@ def grade_many(paths: list[str], out: Path, config_path: str | None, jobs: int =
             report = {"status": "error", "error": refused[path], "refused": True}
         else:
             for _ in range(ATTEMPTS):
-                report = grade_in_subprocess(path, config_path)
+                report = grade_in_subprocess(path, config_path, grader_env)
                 if not report.pop("retry", False):
                     break
         report["submission"] = path
@@ -191,7 +193,9 @@ def grade_many(paths: list[str], out: Path, config_path: str | None, jobs: int =
         report.update((annotations or {}).get(path, {}))
         return report
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+    # one torch import for the whole batch: every grader forks its sandboxes from it
+    with zygote.serving() if todo else contextlib.nullcontext({}) as grader_env, \
+            ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures = {pool.submit(attempt, p): p for p in todo}
         for fut in as_completed(futures):
             name = names[futures[fut]]

@@ -1,7 +1,8 @@
 """Run student functions in a separate, walled process; get plain data back.
 
 The grader never imports student code. `run_calls` stages the submission
-(autograder/sandbox/staging.py), starts `python -I -u -m shardlab.autograder.sandbox.worker`
+(autograder/sandbox/staging.py), starts the worker (shardlab.autograder.sandbox.worker,
+forked from the zygote that has imported torch: autograder/sandbox/zygote.py)
 in its own session and cgroup, sends it the calls, and watches a private
 result pipe with absolute deadlines. The worker walls itself in
 (`jail.confine`: namespaces, a private allow-listed root, no privileges)
@@ -17,15 +18,16 @@ import selectors
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from shardlab.autograder.sandbox import jail
+from shardlab.autograder.sandbox import jail, zygote
+from shardlab.autograder.sandbox.zygote import worker_env
 from shardlab.autograder.engine.parts import Call
+from shardlab.autograder.engine.phases import phase
 
 OUTPUT_CAP_BYTES = 64 * 1024
 
@@ -70,13 +72,6 @@ class CappedReader(threading.Thread):
             room = OUTPUT_CAP_BYTES - len(self.sink)
             if room > 0:
                 self.sink.extend(chunk[:room])
-
-
-def worker_env(**extra: str) -> dict[str, str]:
-    """The whole environment of a process that runs student code: nothing of
-    the grader's leaks in (tokens, paths), hashing and threads are fixed."""
-    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONHASHSEED": "0",
-            "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", **extra}
 
 
 def kill_group(proc: subprocess.Popen) -> None:
@@ -124,6 +119,17 @@ def run_calls(root: str, calls: list[Call], limits: Limits = Limits()) -> Sandbo
         return _run_calls(box, calls, limits)
 
 
+def prepare(root: str, limits: Limits = Limits()) -> None:
+    """Start the zygote now: it imports torch while the grader computes expectations."""
+    try:
+        zygote.shared()
+    except OSError:             # the batch's zygote is gone: the first start falls back
+        zygote.forget_shared()
+
+
+run_calls.prepare = prepare
+
+
 def _run_calls(box: Sandbox, calls: list[Call], limits: Limits) -> SandboxRun:
     outcomes: list[Outcome | None] = [None] * len(calls)
     output, printed = bytearray(), [0]
@@ -148,12 +154,8 @@ def _one_worker(box, calls, pending, outcomes, limits, output, printed) -> None:
         "calls": [dict(module=calls[i].module, function=calls[i].function,
                        args=list(calls[i].args.values())) for i in pending],
     }
-    proc = subprocess.Popen(
-        [sys.executable, "-I", "-u", "-m", "shardlab.autograder.sandbox.worker"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        pass_fds=(write_fd,), start_new_session=True, cwd=box.private,
-        env=worker_env(),
-    )
+    with phase("start the worker (the zygote's torch import, waited for)", lane="calls"):
+        proc = zygote.start("worker", box.private, worker_env(), (write_fd,))
     os.close(write_fd)
     box.admit(proc.pid)              # before the request: no student code has run yet
     reader = CappedReader(proc.stdout, output, printed)

@@ -1,9 +1,10 @@
 """The grader's side of the gloo harness: the fork server and worker groups.
 (autograder/sandbox/gloo/launch.py runs them for the grading engine.)
 
-One fork server per submission (it has imported torch, nothing else runs in
-it), in the submission's sandbox (`sandbox.Sandbox`: the staged copy and a
-cgroup killed whole at the end); per world size one worker group of ranks
+One fork server per submission (forked from the zygote, which has imported
+torch: autograder/sandbox/zygote.py; nothing else runs in it), in the
+submission's sandbox (`sandbox.Sandbox`: the staged copy and a cgroup
+killed whole at the end); per world size one worker group of ranks
 forked from it, reused by every scenario of that submission. Each rank is a
 trusted process plus the student's walled-in process (autograder/sandbox/gloo/ranks/main.py,
 docs/trust.md). The trusted processes rendezvous through a FileStore in a
@@ -31,16 +32,17 @@ import selectors
 import shutil
 import signal
 import socket
-import subprocess
-import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 
 from shardlab.autograder.engine.phases import phase
 from shardlab.autograder.engine.parts import Call
 from shardlab.autograder.sandbox.gloo.verdict import failure, unfinished
-from shardlab.autograder.sandbox.process import Limits, Outcome, Sandbox, CappedReader, kill_group, worker_env
+from shardlab.autograder.sandbox import zygote
+from shardlab.autograder.sandbox.process import Limits, Outcome, Sandbox, CappedReader, kill_group
+from shardlab.autograder.sandbox.zygote import worker_env
 
 
 @dataclass(frozen=True)
@@ -83,12 +85,10 @@ class ForkServer:
         self.root = self.box.root
         self.output, self.printed = bytearray(), [0]
         read_fd, write_fd = os.pipe()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-m", "shardlab.autograder.sandbox.gloo.ranks.main"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            pass_fds=(write_fd,), start_new_session=True, cwd=self.box.private,
-            env=worker_env(TORCH_DISTRIBUTED_DEBUG=gloo.debug, GLOO_SOCKET_IFNAME="lo"),
-        )
+        with phase("start the fork server (the zygote's torch import, waited for)", lane="gloo"):
+            self.proc = zygote.start("forkserver", self.box.private,
+                                     worker_env(TORCH_DISTRIBUTED_DEBUG=gloo.debug, GLOO_SOCKET_IFNAME="lo"),
+                                     (write_fd,))
         os.close(write_fd)
         self.box.admit(self.proc.pid)          # before anything is forked from it
         self.results = os.fdopen(read_fd, "rb")
@@ -97,6 +97,7 @@ class ForkServer:
         self.proc.stdin.write((json.dumps({"result_fd": write_fd, "modules": list(modules)}) + "\n").encode())
         self.proc.stdin.flush()
         self.ready = False
+        self.lock = threading.Lock()           # one request to the server at a time (groups start from threads)
         self.groups: list[WorkerGroup] = []
         _LIVE.add(self)
 
@@ -117,10 +118,11 @@ class ForkServer:
         """A fresh group. Ranks start before any student code is imported, so a
         start that fails is the harness's (a rare rendezvous stall has been
         seen under load): it is retried once with a fresh group and store."""
-        if not self.ready:
-            with phase("fork server imports torch (waited for)", lane="gloo"):
-                self._reply(self.gloo.start_seconds)
-            self.ready = True
+        with self.lock:
+            if not self.ready:
+                with phase("fork server ready", lane="gloo"):
+                    self._reply(self.gloo.start_seconds)
+                self.ready = True
         for attempt in (1, 2):
             try:
                 group = WorkerGroup(self, world_size)
@@ -161,9 +163,10 @@ class WorkerGroup:
                     "socket": os.path.join(self.dir, "ctl.sock"), "store": os.path.join(self.dir, "store"),
                     "collective_seconds": server.gloo.collective_seconds,
                     "memory_bytes": server.limits.memory_bytes}
-            server.proc.stdin.write((json.dumps({"spawn": spec}) + "\n").encode())
-            server.proc.stdin.flush()
-            self.pids = server._reply(server.gloo.start_seconds)["spawned"]
+            with server.lock:
+                server.proc.stdin.write((json.dumps({"spawn": spec}) + "\n").encode())
+                server.proc.stdin.flush()
+                self.pids = server._reply(server.gloo.start_seconds)["spawned"]
             self._connect(listener)
         except (OSError, GroupError, ValueError) as exc:
             self.kill()

@@ -18,22 +18,21 @@ the same deadline again.
 from __future__ import annotations
 
 import json
-import os
+from concurrent.futures import ThreadPoolExecutor
 
 from shardlab.autograder.sandbox.gloo.group import GLOO, ForkServer, GlooLimits, GroupError
 from shardlab.autograder.sandbox.gloo.seeds import data_seed
 from shardlab.autograder.engine.parts import Call
 from shardlab.autograder.engine.phases import phase
+from shardlab.autograder.sandbox import zygote
 from shardlab.autograder.sandbox.process import Limits, Outcome, SandboxRun
 
-_PREPARED: dict[str, ForkServer] = {}
-
-
 def prepare(root: str, limits: Limits = Limits()) -> None:
-    """Start the fork server now (it imports torch while the grader computes expectations)."""
-    key = os.path.abspath(root)
-    if key not in _PREPARED:
-        _PREPARED[key] = ForkServer(key, limits)
+    """Start the zygote now: it imports torch while the grader computes expectations."""
+    try:
+        zygote.shared()
+    except OSError:             # the batch's zygote is gone: the first start falls back
+        zygote.forget_shared()
 
 
 def _key(call: Call) -> str:
@@ -57,7 +56,7 @@ def run_gloo(root: str, calls: list[Call], limits: Limits = Limits(), gloo: Gloo
     """Evaluate every call against the submission at `root`. `limits` gives
     the ranks' memory limit; `gloo` the timeouts; `traced` the calls whose
     trace is wanted (module docstring)."""
-    server = _PREPARED.pop(os.path.abspath(root), None) or ForkServer(root, limits, gloo)
+    server = ForkServer(root, limits, gloo)
     traced_keys = {_key(calls[k]) for k in traced}
     unique: dict[str, Call] = {}
     for call in calls:
@@ -66,10 +65,12 @@ def run_gloo(root: str, calls: list[Call], limits: Limits = Limits(), gloo: Gloo
     for key, call in unique.items():
         by_size.setdefault(int(call.args.get("world_size", 0)), []).append(key)
     results: dict[str, Outcome] = {}
-    restarts = 0
-    try:
-        for world_size, keys in sorted(by_size.items()):
-            group, given_up = None, {}
+    restarts = [0]
+
+    def run_size(world_size: int, keys: list[str]) -> None:
+        group, given_up = None, {}
+        lane = f"gloo {world_size} ranks"
+        try:
             for key in keys:
                 call = unique[key]
                 what = _what(call)
@@ -81,26 +82,34 @@ def run_gloo(root: str, calls: list[Call], limits: Limits = Limits(), gloo: Gloo
                     continue
                 try:
                     if group is None:
-                        with phase(f"start {world_size} ranks", lane="gloo"):
+                        with phase(f"start {world_size} ranks", lane=lane):
                             group = server.spawn(world_size)
                 except GroupError as exc:
                     results[key] = Outcome(error=str(exc))
                     continue
-                with phase(f"{call.function} on {world_size}", lane="gloo"):
+                with phase(f"{call.function} on {world_size}", lane=lane):
                     outcome, state = group.run(_keyed(call), server.gloo.scenario_seconds, key in traced_keys)
                 results[key] = outcome
                 if state in ("hung", "died"):
                     given_up[what] = "hung" if state == "hung" else "ended a rank"
                 if state not in ("ok", "clean-error"):
                     group.kill()
-                    group, restarts = None, restarts + 1
+                    group, restarts[0] = None, restarts[0] + 1
+        finally:
             if group:
                 group.kill()
+
+    try:
+        # each world size has its own group: they run side by side (the ranks
+        # mostly wait on each other and on the grader, not on the cores)
+        with ThreadPoolExecutor(max_workers=max(1, len(by_size))) as pool:
+            for done in [pool.submit(run_size, n, keys) for n, keys in sorted(by_size.items())]:
+                done.result()
     finally:
         server.close()
     return SandboxRun(outcomes=[results[_key(c)] for c in calls],
                       output=server.output.decode("utf-8", "replace"),
-                      output_bytes=server.printed[0], restarts=restarts)
+                      output_bytes=server.printed[0], restarts=restarts[0])
 
 
 run_gloo.prepare = prepare

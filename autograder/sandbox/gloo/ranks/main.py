@@ -1,7 +1,8 @@
 """The fork server, and the two processes of every rank it forks.
 
-The grader starts `python -I -m shardlab.autograder.sandbox.gloo.ranks.main` in its own session
-and cgroup. The fork server imports torch and the scenarios, runs no torch
+The grader starts the fork server (a fork of the zygote, autograder/sandbox/zygote.py,
+or `python -I -m shardlab.autograder.sandbox.gloo.ranks.main`) in its own session
+and cgroup. The fork server imports torch and the scenarios (`preload`), runs no torch
 op (forking after torch has started its thread pools can hang a child), and
 forks the ranks of each worker group on request, in milliseconds, sharing
 torch's pages. Each rank is two processes:
@@ -24,7 +25,8 @@ process, over a socketpair. Protocol with the grader, all JSON lines:
   the process group is up, then per scenario (autograder/sandbox/gloo/ranks/trusted.py).
 
 Trusted ranks die with the fork server (PR_SET_PDEATHSIG), which dies with
-the grader; student processes die with their rank (autograder/sandbox/jail.py) and
+its parent (the zygote, autograder/sandbox/zygote.py, or the grader) and
+ends when the grader closes its stdin; student processes die with their rank (autograder/sandbox/jail.py) and
 with the sandbox's cgroup. Student output goes to the server's stdout, which
 the grader caps.
 """
@@ -183,19 +185,27 @@ def _fork_rank(spec: dict, rank: int, leader: int) -> int:
     return pid
 
 
+def preload() -> None:
+    """Everything a rank needs, imported once before any fork (the zygote,
+    autograder/sandbox/zygote.py, calls this too): torch, the student side
+    (loaded before any wall goes up), the trusted side, the scenarios, and
+    the jail's path lists (found once, inherited by every rank)."""
+    import torch  # noqa: F401 - loaded once here, shared by every forked rank
+    import torch.distributed  # noqa: F401
+
+    import shardlab.autograder.sandbox.gloo.ranks.proxy  # noqa: F401
+    import shardlab.autograder.sandbox.gloo.ranks.trusted  # noqa: F401
+    from shardlab.autograder.sandbox import jail
+    jail.allowed_paths(), jail.grader_entries()
+    from shardlab.autograder.sandbox.gloo.ranks.scenarios import load_all
+    load_all()
+
+
 def serve() -> None:
     first = json.loads(sys.stdin.readline())
     results = os.fdopen(first["result_fd"], "w", buffering=1)
     _die_with_parent()
-    import torch  # noqa: F401 - loaded once here, shared by every forked rank
-    import torch.distributed  # noqa: F401
-
-    import shardlab.autograder.sandbox.gloo.ranks.proxy  # noqa: F401 - the student side, loaded before any wall goes up
-    import shardlab.autograder.sandbox.gloo.ranks.trusted  # noqa: F401
-    from shardlab.autograder.sandbox import jail
-    jail.allowed_paths(), jail.grader_entries()      # found once here, inherited by every rank
-    from shardlab.autograder.sandbox.gloo.ranks.scenarios import load_all
-    load_all()
+    preload()
     for extra in first.get("modules", ()):     # scenarios outside grading (the benchmark)
         importlib.import_module(extra)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)      # the kernel reaps finished ranks

@@ -1,0 +1,355 @@
+"""One torch import, forked for every process that runs student code.
+
+Importing torch costs about as much CPU as a whole grading's gloo runs
+(2 s here), and a grading needs it in two processes: the plain sandbox's
+worker (student modules import torch) and the gloo fork server. The zygote
+is a trusted process that imports torch and the harness once
+(`ranks.main.preload`: the scenarios, the proxy, the jail's path lists; the
+worker's protocol) and then only forks: on request, a child that becomes a
+sandbox worker or a fork server, exactly as if `python -I -m <module>` had
+been started (`Zygote.popen` returns a handle with the parts of
+subprocess.Popen the callers use).
+
+The zygote never imports student code, the reference's answers or anything
+a grading computed, and it never runs a torch op: every child is a fresh
+fork of that clean state, so grading A then B shows B nothing of A. The
+child walls itself in exactly as before (sandbox/worker.py, ranks/main.py);
+its caller puts it in the submission's cgroup before sending it anything.
+
+Where the zygote lives: a grading starts a private one (`shared()`, on first
+use; it dies with the grader), unless the environment variable
+SHARDLAB_ZYGOTE names the socket of one already running, which is how batch
+grading (platforms/batch.py) shares one across its submissions
+(`serving`). The socket's folder is 0700: only the
+grader's user reaches it, and a jailed student process sees none of the
+grader's files.
+
+Protocol (one Unix stream socket per client, SCM_RIGHTS for descriptors):
+the client sends one JSON line {"module", "cwd", "env", "targets"} with the
+child's descriptors attached (its stdin, stdout/stderr, then one per extra
+target, then a status pipe the zygote keeps), the zygote answers
+{"pid": n}; when the child ends, the zygote writes its exit code (as
+`Popen.returncode` would be) into the status pipe and closes it.
+"""
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fcntl
+import io
+import json
+import os
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+
+ENV = "SHARDLAB_ZYGOTE"
+START_SECONDS = 60.0                 # the zygote's torch import, on a loaded machine
+MODULES = {                          # what a child may become: its main function, as `python -m` would run it
+    "worker": ("shardlab.autograder.sandbox.worker", "main"),
+    "forkserver": ("shardlab.autograder.sandbox.gloo.ranks.main", "serve"),
+}
+
+
+class ZygoteError(Exception):
+    pass
+
+
+class ZygoteProc:
+    """The subset of subprocess.Popen that the sandbox uses, for a zygote's child."""
+
+    def __init__(self, pid: int, stdin, stdout, status_fd: int):
+        self.pid, self.stdin, self.stdout = pid, stdin, stdout
+        self.returncode: int | None = None
+        self._status = status_fd
+
+    def _read_status(self, timeout: float | None) -> int | None:
+        if self.returncode is not None:
+            return self.returncode
+        sel = selectors.DefaultSelector()
+        sel.register(self._status, selectors.EVENT_READ)
+        try:
+            if not sel.select(timeout):
+                return None
+        finally:
+            sel.close()
+        data = os.read(self._status, 64)
+        os.close(self._status)
+        # no code: the zygote died before reaping it (its children die with it)
+        self.returncode = int(data) if data.strip() else -signal.SIGKILL
+        return self.returncode
+
+    def poll(self) -> int | None:
+        return self._read_status(0)
+
+    def wait(self, timeout: float | None = None) -> int:
+        code = self._read_status(timeout if timeout is not None else START_SECONDS)
+        if code is None:
+            if timeout is not None:
+                raise subprocess.TimeoutExpired("zygote child", timeout)
+            code = self.returncode = -signal.SIGKILL      # the zygote never reaped it: treat as killed
+        return code
+
+
+class Zygote:
+    """A client of one zygote process (a private one, or the batch's)."""
+
+    def __init__(self, path: str | None = None):
+        self.lock = threading.Lock()        # the probes ask from their own threads
+        self.proc = None
+        if path:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.connect(path)
+        else:
+            ours, theirs = socket.socketpair()
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-m", "shardlab.autograder.sandbox.zygote"],
+                stdin=theirs, stdout=subprocess.DEVNULL, start_new_session=True, env=zygote_env())
+            theirs.close()
+            self.sock = ours
+        self.reader = self.sock.makefile("rb")
+
+    def popen(self, module: str, cwd: str, env: dict[str, str], extra_fds: tuple[int, ...] = ()) -> ZygoteProc:
+        """Fork a child that runs `module`'s main (MODULES) with its stdin and
+        stdout/stderr on fresh pipes, `extra_fds` at the same numbers in the
+        child, in its own session, in `cwd` with exactly `env`."""
+        stdin_r, stdin_w = os.pipe()
+        stdout_r, stdout_w = os.pipe()
+        status_r, status_w = os.pipe()
+        request = {"module": module, "cwd": cwd, "env": env, "targets": [0, 1, *extra_fds]}
+        try:
+            with self.lock:
+                socket.send_fds(self.sock, [(json.dumps(request) + "\n").encode()],
+                                [stdin_r, stdout_w, *extra_fds, status_w])
+                sel = selectors.DefaultSelector()
+                sel.register(self.sock, selectors.EVENT_READ)
+                ready = sel.select(START_SECONDS)
+                sel.close()
+                line = self.reader.readline() if ready else b""
+            pid = json.loads(line)["pid"] if line else None
+        except (OSError, ValueError, KeyError) as exc:
+            pid, line = None, str(exc).encode()
+        finally:
+            for fd in (stdin_r, stdout_w, status_w):
+                os.close(fd)
+        if not pid:
+            for fd in (stdin_w, stdout_r, status_r):
+                os.close(fd)
+            raise ZygoteError(f"the zygote did not fork a {module}: {line[:200]!r}")
+        return ZygoteProc(pid, os.fdopen(stdin_w, "wb"), os.fdopen(stdout_r, "rb"), status_r)
+
+    def close(self) -> None:
+        self.sock.close()
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+def worker_env(**extra: str) -> dict[str, str]:
+    """The whole environment of a process that runs student code: nothing of
+    the grader's leaks in (tokens, paths), hashing and threads are fixed."""
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONHASHSEED": "0",
+            "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", **extra}
+
+
+def zygote_env() -> dict[str, str]:
+    """The zygote's own: a child's hash seed is its zygote's, fixed at start."""
+    return worker_env()
+
+
+def start(module: str, cwd: str, env: dict[str, str], pass_fds: tuple[int, ...] = ()):
+    """`python -I -u -m <module>` (MODULES), in its own session, with stdin and
+    stdout+stderr on pipes: forked from this grader's zygote, or started
+    afresh if the zygote cannot fork it (then the next call starts a new
+    zygote). Returns a subprocess.Popen or a ZygoteProc."""
+    try:
+        return shared().popen(module, cwd, env, pass_fds)
+    except (ZygoteError, OSError):
+        forget_shared()
+    return subprocess.Popen([sys.executable, "-I", "-u", "-m", MODULES[module][0]],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            pass_fds=pass_fds, start_new_session=True, cwd=cwd, env=env)
+
+
+@contextlib.contextmanager
+def serving():
+    """A zygote for many graders (batch grading), for the block: yields the
+    environment entry ({ENV: socket path}) to give each grader process."""
+    folder = tempfile.mkdtemp(prefix="shardlab-zygote-")          # 0700: only this user
+    path = os.path.join(folder, "zygote.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    proc = subprocess.Popen([sys.executable, "-I", "-m", "shardlab.autograder.sandbox.zygote", "--listen"],
+                            stdin=listener, stdout=subprocess.DEVNULL, start_new_session=True, env=zygote_env())
+    listener.close()
+    try:
+        yield {ENV: path}
+    finally:
+        proc.kill()              # its fork servers die with it (their parent-death signal)
+        proc.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+_SHARED: Zygote | None = None
+_SHARED_LOCK = threading.Lock()
+
+
+def shared() -> Zygote:
+    """This grader's zygote: the batch's (SHARDLAB_ZYGOTE) or a private one, started once."""
+    global _SHARED
+    with _SHARED_LOCK:
+        if _SHARED is None:
+            _SHARED = Zygote(os.environ.get(ENV) or None)
+        return _SHARED
+
+
+def forget_shared() -> None:
+    """After a failure: the next `shared()` starts afresh."""
+    global _SHARED
+    with _SHARED_LOCK:
+        if _SHARED is not None:
+            _SHARED.close()
+        _SHARED = None
+
+
+atexit.register(forget_shared)
+
+
+# ---- the zygote process ---------------------------------------------------------------------
+
+
+def _become(request: dict, fds: list[int], keep_status: int) -> None:
+    """In the forked child: take the descriptors, session, folder and
+    environment a fresh `python -I -m module` would have, then run its main."""
+    os.setsid()
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.set_wakeup_fd(-1)
+    os.close(keep_status)
+    targets = request["targets"]
+    # first above every target number, so no move overwrites a descriptor still to be moved
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, max(targets) + 1) for fd in fds]
+    for fd, target in zip(high, targets):
+        os.dup2(fd, target)
+    os.dup2(1, 2)
+    start = 3
+    for fd in sorted(set(targets)):
+        if fd >= start:
+            os.closerange(start, fd)
+            start = fd + 1
+    os.closerange(start, os.sysconf("SC_OPEN_MAX"))
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    if "torch.distributed" in sys.modules:
+        # read at import, in the zygote: read it again from this child's environment
+        sys.modules["torch.distributed"].set_debug_level_from_env()
+    # fresh, unbuffered streams on the new descriptors (as `python -u` has)
+    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True, errors="backslashreplace")
+    module, function = MODULES[request["module"]]
+    import importlib
+    getattr(importlib.import_module(module), function)()
+
+
+def _serve(clients: list[socket.socket], listener: socket.socket | None) -> None:
+    from shardlab.autograder.sandbox.gloo.ranks.main import preload
+    import shardlab.autograder.sandbox.worker  # noqa: F401 - the plain sandbox's worker, ready to run
+    preload()
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    statuses: dict[int, int] = {}                 # child pid -> its status pipe
+    sel = selectors.DefaultSelector()
+    sel.register(wake_r, selectors.EVENT_READ, "wake")
+    if listener is not None:
+        sel.register(listener, selectors.EVENT_READ, "listen")
+    for c in clients:
+        sel.register(c, selectors.EVENT_READ, "client")
+    while True:
+        for key, _ in sel.select():
+            if key.data == "wake":
+                os.read(wake_r, 4096)
+                _reap(statuses)
+            elif key.data == "listen":
+                conn, _ = listener.accept()
+                sel.register(conn, selectors.EVENT_READ, "client")
+            else:
+                conn = key.fileobj
+                if not _answer(conn, statuses):
+                    sel.unregister(conn)
+                    conn.close()
+                    if listener is None:          # a private zygote ends with its grader
+                        os._exit(0)
+
+
+def _answer(conn: socket.socket, statuses: dict[int, int]) -> bool:
+    try:
+        data, fds, _, _ = socket.recv_fds(conn, 1 << 16, 16)
+    except OSError:
+        return False
+    if not data:
+        for fd in fds:
+            os.close(fd)
+        return False
+    try:
+        request = json.loads(data)
+        if request["module"] not in MODULES or len(fds) != len(request["targets"]) + 1:
+            raise ValueError
+    except (ValueError, KeyError, TypeError):
+        for fd in fds:
+            os.close(fd)
+        conn.sendall(b'{"error": "bad request"}\n')
+        return True
+    *child_fds, status = fds
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            _become(request, child_fds, status)
+            code = 0
+        finally:
+            os._exit(code)
+    for fd in child_fds:
+        os.close(fd)
+    statuses[pid] = status
+    _reap(statuses)                # a child may already have ended
+    conn.sendall((json.dumps({"pid": pid}) + "\n").encode())
+    return True
+
+
+def _reap(statuses: dict[int, int]) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        fd = statuses.pop(pid, None)
+        if fd is not None:
+            try:
+                os.write(fd, str(os.waitstatus_to_exitcode(status)).encode())
+            except OSError:
+                pass
+            os.close(fd)
+
+
+def main() -> None:
+    conn = socket.socket(fileno=os.dup(0))
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    if "--listen" in sys.argv:
+        _serve([], conn)
+    else:
+        _serve([conn], None)
+
+
+if __name__ == "__main__":
+    main()
