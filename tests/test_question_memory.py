@@ -8,6 +8,7 @@ import pytest
 
 from shardlab.autograder.engine.grading import grade_folder, grade_path
 from shardlab.autograder.sandbox.process import Limits
+from shardlab.autograder.sandbox.zygote import shared_pid as zygote_pid
 from shardlab.autograder.engine.selfcheck import assembled, fixtures, folder_of, mismatches
 from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS
 
@@ -18,16 +19,23 @@ MEMORY_POINTS = 14
 
 
 def _children() -> set[int]:
-    """Live descendants of this test process (zombies excluded)."""
-    me, kids = os.getpid(), set()
+    """Live descendants of this test process (zombies excluded), except the
+    grader's own zygote, a trusted process that outlives each grading by
+    design; the workers it forked for the submission are still counted."""
+    parent_of = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(stat[1]) == me and stat[0] != "Z":
-            kids.add(int(pid))
-    return kids
+        if stat[0] != "Z":
+            parent_of[int(pid)] = int(stat[1])
+    zygote = zygote_pid()
+    kids, frontier = set(), {os.getpid()}
+    while frontier:
+        frontier = {pid for pid, ppid in parent_of.items() if ppid in frontier} - kids
+        kids |= frontier
+    return kids - {zygote}
 
 
 def _memory(report):

@@ -208,6 +208,13 @@ def shared() -> Zygote:
         return _SHARED
 
 
+def shared_pid() -> int | None:
+    """The pid of this grader's private zygote, if it started one (tests use it
+    to tell the zygote from anything a submission left behind)."""
+    with _SHARED_LOCK:
+        return _SHARED.proc.pid if _SHARED is not None and _SHARED.proc is not None else None
+
+
 def forget_shared() -> None:
     """After a failure: the next `shared()` starts afresh."""
     global _SHARED
