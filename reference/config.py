@@ -79,6 +79,14 @@ SCHEMA: tuple[Key, ...] = (
         "bytes s of gradients DDP all-reduces per step in the bucket question (100M FP32 parameters)"),
     Key("buckets", "bandwidth", int, 10_000_000_000, "all-reduce bandwidth w in bytes/s"),
     Key("buckets", "call_overhead_us", int, 50, "overhead o of one all-reduce call, in microseconds"),
+    Key("pipeline", "stages", int, 6, "pipeline stages p; must divide [model].num_blocks"),
+    Key("pipeline", "microbatches", int, 24, "micro-batches m per step"),
+    Key("pipeline", "tokens_per_microbatch", int, 4096, "tokens (batch x sequence) of one micro-batch"),
+    Key("pipeline", "chunks", int, 3,
+        "model chunks v per stage in the interleaved schedule; p * v must divide [model].num_blocks"),
+    Key("pipeline", "device", str, "H100", "device whose FLOP/s C times one stage's forward t_f", _DEVICES),
+    Key("pipeline", "target_bubble_percent", int, 3,
+        "bubble fraction (in percent) the fewest micro-batches must reach"),
     Key("grading", "require_jail", bool, False,
         "refuse to grade unless every wall of the jail is up (namespaces, private root, cgroup); "
         "false: grade with the lighter walls and say so in every report"),
@@ -137,6 +145,26 @@ class Mesh4D:
 
 
 @dataclass(frozen=True)
+class PipelineConfig:
+    """The pipeline question: p stages of the course model, m micro-batches of
+    tokens_per_microbatch tokens, v chunks per stage when interleaved."""
+
+    stages: int = 6
+    microbatches: int = 24
+    tokens_per_microbatch: int = 4096
+    chunks: int = 3
+    device: Hardware = HARDWARE["H100"]
+    target_bubble_percent: int = 3
+
+    def checked(self, num_blocks: int) -> PipelineConfig:
+        """Itself, if the course model's blocks split evenly over stages and chunks."""
+        if num_blocks % (self.stages * self.chunks):
+            raise ShardlabError(f"config [pipeline].stages x chunks = {self.stages} x {self.chunks} must "
+                                f"divide [model].num_blocks = {num_blocks}")
+        return self
+
+
+@dataclass(frozen=True)
 class GradescopeConfig:
     """[gradescope]: which metadata field names a student, and what students see when."""
 
@@ -157,6 +185,7 @@ class CourseConfig:
     mesh: Mesh4D
     fsdp: FsdpConfig
     buckets: BucketsConfig = BucketsConfig()
+    pipeline: PipelineConfig = PipelineConfig()
     points: tuple[tuple[str, float], ...] = ()   # [points] overrides, (part id, points)
     source: str = "default course (reference/course.toml)"
     secret: str = ""            # per-student variants and answers.toml grading when set
@@ -205,6 +234,10 @@ def _parse(data: dict, source: str) -> CourseConfig:
                     v("comm4d", "m_x"), v("comm4d", "m_y"), v("comm4d", "overlap")),
         buckets=BucketsConfig(v("buckets", "model_bytes"), float(v("buckets", "bandwidth")),
                               v("buckets", "call_overhead_us") / 1e6),
+        pipeline=PipelineConfig(v("pipeline", "stages"), v("pipeline", "microbatches"),
+                                v("pipeline", "tokens_per_microbatch"), v("pipeline", "chunks"),
+                                HARDWARE[v("pipeline", "device")],
+                                v("pipeline", "target_bubble_percent")).checked(v("model", "num_blocks")),
         points=tuple(sorted(points.items())),
         source=source,
         secret=v("course", "secret"),

@@ -1,0 +1,100 @@
+# Generated from solutions/ by `shardlab stubs`: fill in every function that
+# raises NotImplementedError. Keep the names and signatures.
+"""Question 5 — pipeline parallelism.
+
+Conventions: the FFN-only model of question 1, its num_blocks blocks split
+evenly over p stages numbered 0..p-1 (stage 0 holds the first blocks); a
+step's mini-batch is split into m micro-batches of equal size. t_f and t_b
+are one micro-batch's forward and backward seconds on one stage. Sizes in
+bytes, times in seconds. Activations, and their gradients, cross a stage
+boundary as [tokens_per_microbatch, d_model] tensors, BF16 (2 bytes per
+value) unless bytes_per_value says otherwise. Schedules: "afab" (all
+forwards then all backwards, GPipe's; "gpipe" is the same) and "1f1b".
+"""
+import math
+
+import torch                        # noqa: F401  (Task 5.9 below)
+import torch.distributed as dist    # noqa: F401  (Task 5.9 below)
+
+
+def bubble_fraction(p: int, m: int) -> float:
+    """Task 5.1. The fraction of a GPipe (or 1F1B) step a stage spends idle.
+
+    Idle time divided by the whole step's time, with p stages and m
+    micro-batches; 0.0 for a single stage. Returns a float in [0, 1).
+    """
+    raise NotImplementedError("Task 5.1: bubble_fraction")
+
+
+def bubble_ratio(p: int, m: int) -> float:
+    """Task 5.2. The bubble relative to the ideal step: the idle time divided
+    by the time the same m micro-batches would take with no bubble at all.
+
+    Returns a float (it can exceed 1 when there are few micro-batches).
+    """
+    raise NotImplementedError("Task 5.2: bubble_ratio")
+
+
+def step_seconds(p: int, m: int, t_f: float, t_b: float) -> float:
+    """Task 5.3. Seconds one GPipe or 1F1B step takes, bubble included.
+
+    t_f and t_b are one micro-batch's forward and backward time on one
+    stage. Returns seconds (a float).
+    """
+    raise NotImplementedError("Task 5.3: step_seconds")
+
+
+def interleaved_bubble_fraction(p: int, m: int, v: int) -> float:
+    """Task 5.4. The bubble fraction when each stage holds v model chunks
+    (interleaved 1F1B: stage s holds chunks s, s + p, s + 2p, ...).
+
+    A chunk's forward and backward take 1/v of a whole stage's. v = 1 is
+    the plain schedule of Task 5.1. Returns a float in [0, 1).
+    """
+    raise NotImplementedError("Task 5.4: interleaved_bubble_fraction")
+
+
+def inflight_microbatches(schedule: str, p: int, m: int, stage: int) -> int:
+    """Task 5.5. The largest number of micro-batches whose activations `stage`
+    holds at once (forward done, backward not yet), under `schedule`.
+
+    schedule is "afab" (or "gpipe": every forward before any backward) or
+    "1f1b" (warm-up forwards, then one forward and one backward in turn,
+    then the remaining backwards). stage is in 0..p-1. Raises ValueError
+    for another schedule name. Returns an int.
+    """
+    raise NotImplementedError("Task 5.5: inflight_microbatches")
+
+
+def stage_activation_bytes(schedule: str, d_model: int, d_ff: int, num_blocks: int, p: int, m: int,
+                           tokens_per_microbatch: int, stage: int) -> int:
+    """Task 5.6. Peak bytes of activations `stage` keeps saved for backward.
+
+    The stage holds num_blocks / p of the model's blocks (num_blocks is a
+    multiple of p). Count one micro-batch's saved activations on those
+    blocks as in Task 1.3 (BF16, no checkpointing), for the peak number of
+    micro-batches in flight of Task 5.5. Returns an int (bytes).
+    """
+    raise NotImplementedError("Task 5.6: stage_activation_bytes")
+
+
+def p2p_bytes_per_step(d_model: int, tokens_per_microbatch: int, m: int, bytes_per_value: int = 2) -> int:
+    """Task 5.7. Bytes that cross one stage boundary in one step, in both
+    directions: the activations sent forward and the gradients sent back.
+
+    Returns an int (bytes).
+    """
+    raise NotImplementedError("Task 5.7: p2p_bytes_per_step")
+
+
+def min_microbatches(p: int, target_fraction: float):
+    """Task 5.8. The fewest micro-batches m >= 1 whose bubble fraction
+    (Task 5.1) is at most target_fraction (equal counts as reaching it).
+
+    Returns an int, or None when no number of micro-batches reaches the
+    target.
+    """
+    raise NotImplementedError("Task 5.8: min_microbatches")
+
+
+# ---- Task 5.9: OneFOneBPipeline (the distributed part) ----

@@ -1,0 +1,149 @@
+"""Question 5 — pipeline parallelism.
+
+Conventions: the FFN-only model of question 1, its num_blocks blocks split
+evenly over p stages numbered 0..p-1 (stage 0 holds the first blocks); a
+step's mini-batch is split into m micro-batches of equal size. t_f and t_b
+are one micro-batch's forward and backward seconds on one stage. Sizes in
+bytes, times in seconds. Activations, and their gradients, cross a stage
+boundary as [tokens_per_microbatch, d_model] tensors, BF16 (2 bytes per
+value) unless bytes_per_value says otherwise. Schedules: "afab" (all
+forwards then all backwards, GPipe's; "gpipe" is the same) and "1f1b".
+"""
+import math
+
+import torch                        # noqa: F401  (Task 5.9 below)
+import torch.distributed as dist    # noqa: F401  (Task 5.9 below)
+
+
+def bubble_fraction(p: int, m: int) -> float:
+    """Task 5.1. The fraction of a GPipe (or 1F1B) step a stage spends idle.
+
+    Idle time divided by the whole step's time, with p stages and m
+    micro-batches; 0.0 for a single stage. Returns a float in [0, 1).
+    """
+    # BEGIN SOLUTION
+    # the step lasts m + p - 1 slots of (t_f + t_b); a stage works in m of them
+    slots = m + p - 1
+    idle = p - 1
+    return idle / slots
+    # END SOLUTION
+
+
+def bubble_ratio(p: int, m: int) -> float:
+    """Task 5.2. The bubble relative to the ideal step: the idle time divided
+    by the time the same m micro-batches would take with no bubble at all.
+
+    Returns a float (it can exceed 1 when there are few micro-batches).
+    """
+    # BEGIN SOLUTION
+    idle_slots = p - 1
+    useful_slots = m
+    return idle_slots / useful_slots
+    # END SOLUTION
+
+
+def step_seconds(p: int, m: int, t_f: float, t_b: float) -> float:
+    """Task 5.3. Seconds one GPipe or 1F1B step takes, bubble included.
+
+    t_f and t_b are one micro-batch's forward and backward time on one
+    stage. Returns seconds (a float).
+    """
+    # BEGIN SOLUTION
+    # the last micro-batch's forward leaves the first stage after m forward
+    # slots and reaches the end after p - 1 more; its backward comes back the same way
+    slot = t_f + t_b
+    return (m + p - 1) * slot
+    # END SOLUTION
+
+
+def interleaved_bubble_fraction(p: int, m: int, v: int) -> float:
+    """Task 5.4. The bubble fraction when each stage holds v model chunks
+    (interleaved 1F1B: stage s holds chunks s, s + p, s + 2p, ...).
+
+    A chunk's forward and backward take 1/v of a whole stage's. v = 1 is
+    the plain schedule of Task 5.1. Returns a float in [0, 1).
+    """
+    # BEGIN SOLUTION
+    # fill and drain take (p - 1) chunk slots = (p - 1)/v stage slots,
+    # against m stage slots of work
+    fill_and_drain = (p - 1) / v
+    return fill_and_drain / (m + fill_and_drain)
+    # END SOLUTION
+
+
+def inflight_microbatches(schedule: str, p: int, m: int, stage: int) -> int:
+    """Task 5.5. The largest number of micro-batches whose activations `stage`
+    holds at once (forward done, backward not yet), under `schedule`.
+
+    schedule is "afab" (or "gpipe": every forward before any backward) or
+    "1f1b" (warm-up forwards, then one forward and one backward in turn,
+    then the remaining backwards). stage is in 0..p-1. Raises ValueError
+    for another schedule name. Returns an int.
+    """
+    # BEGIN SOLUTION
+    if schedule in ("afab", "gpipe"):
+        return m
+    if schedule == "1f1b":
+        warmup = p - stage - 1
+        # the warm-up forwards, plus the forward just before the first backward;
+        # after that each backward frees one micro-batch as a forward adds one
+        return min(m, warmup + 1)
+    raise ValueError(f"unknown schedule {schedule!r}: use 'afab', 'gpipe' or '1f1b'")
+    # END SOLUTION
+
+
+def stage_activation_bytes(schedule: str, d_model: int, d_ff: int, num_blocks: int, p: int, m: int,
+                           tokens_per_microbatch: int, stage: int) -> int:
+    """Task 5.6. Peak bytes of activations `stage` keeps saved for backward.
+
+    The stage holds num_blocks / p of the model's blocks (num_blocks is a
+    multiple of p). Count one micro-batch's saved activations on those
+    blocks as in Task 1.3 (BF16, no checkpointing), for the peak number of
+    micro-batches in flight of Task 5.5. Returns an int (bytes).
+    """
+    # BEGIN SOLUTION
+    bf16 = 2
+    blocks = num_blocks // p
+    # Task 1.3 for this stage's blocks and one micro-batch: each block saves
+    # the inputs of W_in [T, d_model] and of W_out [T, d_ff]
+    one_microbatch = blocks * tokens_per_microbatch * (d_model + d_ff) * bf16
+    return one_microbatch * inflight_microbatches(schedule, p, m, stage)
+    # END SOLUTION
+
+
+def p2p_bytes_per_step(d_model: int, tokens_per_microbatch: int, m: int, bytes_per_value: int = 2) -> int:
+    """Task 5.7. Bytes that cross one stage boundary in one step, in both
+    directions: the activations sent forward and the gradients sent back.
+
+    Returns an int (bytes).
+    """
+    # BEGIN SOLUTION
+    one_tensor = tokens_per_microbatch * d_model * bytes_per_value   # [T, d_model]
+    forward = m * one_tensor     # each micro-batch's output goes to the next stage
+    backward = m * one_tensor    # and its gradient comes back
+    return forward + backward
+    # END SOLUTION
+
+
+def min_microbatches(p: int, target_fraction: float):
+    """Task 5.8. The fewest micro-batches m >= 1 whose bubble fraction
+    (Task 5.1) is at most target_fraction (equal counts as reaching it).
+
+    Returns an int, or None when no number of micro-batches reaches the
+    target.
+    """
+    # BEGIN SOLUTION
+    if p == 1:
+        return 1 if target_fraction >= 0 else None    # no bubble at all
+    if target_fraction <= 0:
+        return None                                    # the bubble never vanishes
+    # (p-1)/(m+p-1) <= t  <=>  m >= (p-1)(1-t)/t: start just below and step up,
+    # so that float rounding in the division cannot skip the answer
+    m = max(1, math.floor((p - 1) * (1 - target_fraction) / target_fraction) - 1)
+    while bubble_fraction(p, m) > target_fraction:
+        m += 1
+    return m
+    # END SOLUTION
+
+
+# ---- Task 5.9: OneFOneBPipeline (the distributed part) ----
