@@ -167,9 +167,9 @@ def worked(cfg) -> dict[str, Worked]:
         "p2p": Worked("bytes across one stage boundary per step (BF16)", "2 · m · T_mb · D · 2",
                       f"2 · {m} · {n(t)} · {n(d)} · 2", p2p_bytes_per_step(d, t, m),
                       gb(p2p_bytes_per_step(d, t, m))),
-        "min_m": Worked(f"fewest micro-batches for a bubble fraction ≤ {pipe.target_bubble_percent} %",
-                        "smallest m ≥ (p − 1)(1 − target) / target",
-                        f"({p} − 1) · (1 − {target:g}) / {target:g}", m_min,
+        "min_m": Worked(f"fewest micro-batches for a bubble fraction ≤ {pipe.target_bubble_percent} % "
+                        f"(t = {target:g})", "m = ceil((p − 1) · (1 − t) / t)",
+                        f"ceil(({p} − 1) · (1 − {target:g}) / {target:g})", m_min,
                         "impossible" if m_min is None else f"m = {m_min}"),
     }
     for schedule, name in (("gpipe", "GPipe"), ("1f1b", "1F1B")):
@@ -180,5 +180,5 @@ def worked(cfg) -> dict[str, Worked]:
             out[f"act_{schedule}_{where}"] = Worked(
                 f"{name}: activations held by the {where} stage (s = {stage})",
                 f"{formula} · (L/p) · T_mb · (D + F) · 2", f"{k} · {n(one_mb)}", b,
-                f"{k} micro-batches, {gb(b)}")
+                f"{k} micro-batch{'es' if k != 1 else ''}, {gb(b)}")
     return out

@@ -12,7 +12,9 @@ reference: its worked answers, `questions.answer_key`, or its functions).
   overhead, then its transfer) starting when its gradients are ready; what
   is left after backward is exposed;
 - `bucket_overhead` (solutions only): n_b·o + s/(n_b·w) against n_b, with
-  the reference's optimum.
+  the reference's optimum;
+- `pipeline_schedules`: GPipe above 1F1B, each stage's forwards, backwards
+  and idle time (publish/pipeline_figure.py).
 
 `DIAGRAMS` is the registry: name, the students' alt text (None: solutions
 only), the solutions' alt text (from the config) and `draw(cfg, to_scale)`;
@@ -367,6 +369,31 @@ def _overhead_alt(cfg) -> str:
             f"exposed transfer.")
 
 
+# --- pipeline schedules (publish/pipeline_figure.py) ------------------------------------------------
+
+PIPELINE_DRAWN = (4, 8)          # the students' schematic: p stages, m micro-batches
+
+
+def _draw_pipeline(cfg, to_scale: bool):
+    from shardlab.autograder.publish import pipeline_figure
+    if not to_scale:
+        return pipeline_figure.draw(*PIPELINE_DRAWN, 1.0, 2.0, False)
+    w, pipe = _worked(cfg, 5), cfg.pipeline
+    t_f = w["t_f"].value
+    titles = {"afab": f"GPipe, p = {pipe.stages}, m = {pipe.microbatches}: step {w['step'].shown}, bubble "
+                      f"fraction {w['fraction'].shown}\nstage 0 holds {w['act_gpipe_first'].shown}",
+              "1f1b": f"1F1B: the same step and bubble\nstage 0 holds {w['act_1f1b_first'].shown}"}
+    return pipeline_figure.draw(pipe.stages, pipe.microbatches, t_f, 2 * t_f, True, titles)
+
+
+def _pipeline_alt(cfg) -> str:
+    w, pipe = _worked(cfg, 5), cfg.pipeline
+    return (f"GPipe and 1F1B schedules to scale for the course's {pipe.stages} stages and {pipe.microbatches} "
+            f"micro-batches (t_f = {w['t_f'].shown}, t_b = 2 t_f): both steps take {w['step'].shown} with a "
+            f"bubble fraction of {w['fraction'].shown}; stage 0 holds {w['act_gpipe_first'].shown} under GPipe "
+            f"and {w['act_1f1b_first'].shown} under 1F1B.")
+
+
 DIAGRAMS = {d.name: d for d in (
     Diagram("fsdp_timeline",
             "FSDP timeline: while one unit computes its forward, the next unit's all-gather runs; when the "
@@ -383,6 +410,11 @@ DIAGRAMS = {d.name: d for d in (
             "finished when backward ends is exposed.",
             _ddp_alt, _draw_ddp),
     Diagram("bucket_overhead", None, _overhead_alt, _draw_overhead),
+    Diagram("pipeline_schedules",
+            "Pipeline schedules, one row per stage: GPipe runs every micro-batch's forward, then every "
+            "backward; 1F1B runs a few warm-up forwards, then alternates one forward and one backward, then "
+            "drains the remaining backwards. The grey slots are the idle time of each stage.",
+            _pipeline_alt, _draw_pipeline),
 )}
 
 
