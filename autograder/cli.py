@@ -87,6 +87,9 @@ def grade(paths, as_json, jobs, out_dir, resume, verbose, timelines_dir, export_
         raise _export_given_as_path(paths[0])
     if out_dir and timelines_dir:
         raise ShardlabError("--timelines is for grading without --out (with --out, feedback/<name>/ has them)")
+    if not out_dir and not export_path:
+        from shardlab.autograder.sandbox import zygote
+        zygote.shared()          # its torch import runs while this process reads the config and plans
     cfg = _config(config_path)
     required_walls(cfg)          # refuse before grading anything when the course requires the jail
     if export_path:

@@ -199,6 +199,23 @@ def preload() -> None:
     jail.allowed_paths(), jail.grader_entries()
     from shardlab.autograder.sandbox.gloo.ranks.scenarios import load_all
     load_all()
+    _first_calls()
+
+
+def _first_calls() -> None:
+    """One tiny forward, backward and update: torch sets up its operators and
+    autograd on first use (about 0.1 s of CPU), and doing it here, before any
+    fork, saves it in every rank and worker. CPU only, one thread: autograd
+    starts no threads for the CPU, so forking afterwards stays safe."""
+    import torch
+    from torch import nn
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 8))
+    loss = nn.functional.mse_loss(model(torch.randn(4, 8)), torch.randn(4, 8))
+    loss.backward()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(p.grad, alpha=-0.1)
+            torch.cat([p.flatten(), p.grad.flatten()]).chunk(2)
 
 
 def serve() -> None:
