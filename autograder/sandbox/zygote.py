@@ -268,6 +268,8 @@ def _serve(clients: list[socket.socket], listener: socket.socket | None) -> None
     from shardlab.autograder.sandbox.gloo.ranks.main import preload
     import shardlab.autograder.sandbox.worker  # noqa: F401 - the plain sandbox's worker, ready to run
     preload()
+    import gc
+    gc.freeze()      # what is loaded now is never collected: a child's collector leaves those pages shared
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
