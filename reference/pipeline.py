@@ -118,12 +118,14 @@ def min_microbatches(p: int, target_fraction: float) -> int | None:
     """Smallest m >= 1 with bubble_fraction(p, m) <= target_fraction, or None.
 
     (p-1)/(m+p-1) <= t  <=>  m >= (p-1)(1-t)/t  for t > 0, computed exactly
-    (Fraction of the given float) so that a tie counts. p = 1 has no bubble:
-    1 for t >= 0. For p > 1 the fraction is positive for every m: None for
-    t <= 0."""
+    with t the decimal the float is written as (Python's repr: 0.03 is 3/100),
+    so that a decimal target the fraction equals (6/200 against 0.03) counts
+    as reached, as a student's loop comparing floats finds it. p = 1 has no
+    bubble: 1 for t >= 0. For p > 1 the fraction is positive for every m:
+    None for t <= 0."""
     if p < 1:
         raise ValueError(f"a pipeline needs at least one stage, got p = {p}")
-    t = Fraction(target_fraction)
+    t = Fraction(repr(float(target_fraction)))
     if p == 1:
         return 1 if t >= 0 else None
     if t <= 0:

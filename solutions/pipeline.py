@@ -137,10 +137,13 @@ def min_microbatches(p: int, target_fraction: float):
         return 1 if target_fraction >= 0 else None    # no bubble at all
     if target_fraction <= 0:
         return None                                    # the bubble never vanishes
-    # (p-1)/(m+p-1) <= t  <=>  m >= (p-1)(1-t)/t: start just below and step up,
-    # so that float rounding in the division cannot skip the answer
-    m = max(1, math.floor((p - 1) * (1 - target_fraction) / target_fraction) - 1)
-    while bubble_fraction(p, m) > target_fraction:
+    # (p-1)/(m+p-1) <= t  <=>  m >= (p-1)(1-t)/t
+    m = max(1, math.ceil((p - 1) * (1 - target_fraction) / target_fraction))
+    # the float division can land a hair off an exact tie (6/200 against 0.03):
+    # settle the neighbours with the definition itself
+    if m > 1 and bubble_fraction(p, m - 1) <= target_fraction:
+        m -= 1
+    elif bubble_fraction(p, m) > target_fraction:
         m += 1
     return m
     # END SOLUTION

@@ -18,7 +18,7 @@ import re
 from shardlab.autograder.errors import ShardlabError
 from shardlab.autograder.sandbox.untrusted import one_line
 from shardlab.reference import comm4d, memory
-from shardlab.reference.config import BucketsConfig, CourseConfig, FsdpConfig, Mesh4D
+from shardlab.reference.config import BucketsConfig, CourseConfig, FsdpConfig, Mesh4D, PipelineConfig
 from shardlab.reference.specs import HARDWARE, ModelConfig
 
 # also a safe folder name; long enough for an email address (at most 254 characters), which is
@@ -53,6 +53,19 @@ def _draw(cfg: CourseConfig, rng: random.Random) -> CourseConfig:
     )
 
 
+def _pipeline(course: PipelineConfig, num_blocks: int) -> PipelineConfig | None:
+    """The course's pipeline made to split the variant's blocks evenly (docs/spec.md, question 5):
+    the stage count in 2..16 that divides them closest to the course's, and the most chunks per
+    stage up to the course's that divide a stage; None when no such stage count exists. It draws
+    nothing, so the other numbers of a variant are those drawn before question 5 existed."""
+    stages = [p for p in range(2, 17) if num_blocks % p == 0]
+    if not stages:
+        return None
+    p = min(stages, key=lambda k: (abs(k - course.stages), k))
+    v = max(k for k in range(1, course.chunks + 1) if (num_blocks // p) % k == 0)
+    return dataclasses.replace(course, stages=p, chunks=v)
+
+
 def _sensible(cfg: CourseConfig) -> bool:
     """Every handout question has an answer: FSDP fits a device, the mesh can be compute bound."""
     m = cfg.model
@@ -71,8 +84,9 @@ def variant_config(cfg: CourseConfig, student_id: str) -> CourseConfig:
     rng = random.Random(variant_seed(cfg.secret, student_id))
     for _ in range(1000):
         drawn = _draw(cfg, rng)
-        if _sensible(drawn):
-            return dataclasses.replace(drawn, source=f"the variant of student {student_id}")
+        pipeline = _pipeline(cfg.pipeline, drawn.model.num_blocks)
+        if pipeline is not None and _sensible(drawn):
+            return dataclasses.replace(drawn, pipeline=pipeline, source=f"the variant of student {student_id}")
     raise ShardlabError(f"no sensible variant found for student {student_id}")  # pragma: no cover
 
 

@@ -127,6 +127,7 @@ def _min_m_args(cfg, rng):
     yield dict(p=4, target_fraction=0.08), True, "a small pipeline"
     yield dict(p=pipe.stages, target_fraction=pipe.target_bubble_percent / 100), False, COURSE
     yield dict(p=5, target_fraction=0.25), False, "edge case: exactly on the target"
+    yield dict(p=5, target_fraction=0.2), False, "edge case: exactly on a decimal target"
     yield dict(p=4, target_fraction=0.9), False, "edge case: one micro-batch is enough"
     yield dict(p=4, target_fraction=0.0), True, "edge case: unreachable"
     yield dict(p=1, target_fraction=0.0), False, "edge case: one stage"
