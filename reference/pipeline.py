@@ -174,6 +174,11 @@ def worked(cfg) -> dict[str, Worked]:
                         f"ceil(({p} − 1) · (1 − {target:g}) / {target:g})", m_min,
                         "impossible" if m_min is None else f"m = {m_min}"),
     }
+    for stage, where in ((0, "first"), (p - 1, "last")):
+        k = inflight_microbatches("1f1b", p, m, stage)
+        out[f"inflight_1f1b_{where}"] = Worked(
+            f"1F1B: micro-batches in flight on the {where} stage (s = {stage})", "min(m, p − s)",
+            f"min({m}, {p} − {stage})", k, f"{k} micro-batch{'es' if k != 1 else ''}")
     for schedule, name in (("gpipe", "GPipe"), ("1f1b", "1F1B")):
         for stage, where in ((0, "first"), (p - 1, "last")):
             k = inflight_microbatches(schedule, p, m, stage)
