@@ -117,21 +117,30 @@ def p2p_bytes_per_step(d_model: int, tokens_per_microbatch: int, m: int, bytes_p
 def min_microbatches(p: int, target_fraction: float) -> int | None:
     """Smallest m >= 1 with bubble_fraction(p, m) <= target_fraction, or None.
 
-    (p-1)/(m+p-1) <= t  <=>  m >= (p-1)(1-t)/t  for t > 0, computed exactly
-    with t the decimal the float is written as (Python's repr: 0.03 is 3/100),
-    so that a decimal target the fraction equals (6/200 against 0.03) counts
-    as reached, as a student's loop comparing floats finds it. p = 1 has no
-    bubble: 1 for t >= 0. For p > 1 the fraction is positive for every m:
-    None for t <= 0."""
+    The comparison is Python's, in floats: a decimal target the fraction
+    equals (6/200 against 0.03) counts as reached, as a loop over m finds it.
+    (p-1)/(m+p-1) <= t  <=>  m >= (p-1)(1-t)/t  for t > 0: that bound, exact
+    for the float t, is an m whose float fraction is <= t too (rounding keeps
+    the order), and a bisection below it finds the smallest such m, since the
+    float fraction never grows with m. p = 1 has no bubble: 1 for t >= 0. For
+    p > 1 the fraction is positive for every m: None for t <= 0."""
     if p < 1:
         raise ValueError(f"a pipeline needs at least one stage, got p = {p}")
-    t = Fraction(repr(float(target_fraction)))
+    t = target_fraction
     if p == 1:
         return 1 if t >= 0 else None
     if t <= 0:
         return None
-    q = (p - 1) * (1 - t) / t
-    return max(1, -((-q.numerator) // q.denominator))
+    exact = Fraction(t)
+    q = (p - 1) * (1 - exact) / exact
+    lo, hi = 1, max(1, -((-q.numerator) // q.denominator))
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if (p - 1) / (mid + p - 1) <= t:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def worked(cfg) -> dict[str, Worked]:

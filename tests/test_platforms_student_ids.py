@@ -11,8 +11,8 @@ import json
 import pytest
 
 from shardlab.autograder.engine import grading
-from shardlab.autograder.engine.answer_sheet import (ROSTER_FILE, Submitters, grade_answers, gradescope_submitters,
-                                                     sheet_toml)
+from shardlab.autograder.engine.answer_sheet import (ROSTER_FILE, Submitters, answer_sheet, grade_answers,
+                                                     gradescope_submitters, sheet_toml)
 from shardlab.autograder.engine.results import PartResult
 from shardlab.autograder.engine.variants import check_student_id, variant_config
 from shardlab.autograder.errors import ShardlabError
@@ -26,7 +26,11 @@ SECRET = "correct horse"
 ROSTER = "student_id,name,email\ns001,Ada Lovelace,ada@example.edu\ns002,Grace Hopper,Grace@Example.edu\n"
 # what the zip must carry for ROSTER: the pairs only, no names, in the roster's order
 ROSTER_MAP = "email,student_id\nada@example.edu,s001\nGrace@Example.edu,s002\n"
-SECTIONS = 4                  # answers.toml has one section per question, 1 point each by default
+
+
+def _sections(course) -> int:
+    """answers.toml has one section per question with numbers to hand in, 1 point each by default."""
+    return len(answer_sheet(course)) * course.answer_points
 
 
 def _course(cfg, field="email"):
@@ -119,7 +123,7 @@ def test_every_member_of_a_group_is_matched(cfg, tmp_path):
     course = _course(cfg)
     for member in ("s001", "s002"):       # each member's own answers.toml grades in full
         result = grade_answers(_answers(tmp_path, course, member, member), course, group)
-        assert result.score == result.max_score == SECTIONS, [p.feedback for p in result.parts]
+        assert result.score == result.max_score == _sections(course), [p.feedback for p in result.parts]
     # an id that is no member's: graded as the first member, and said
     result = grade_answers(_answers(tmp_path, course, "s002", "s003"), course, group)
     assert result.score < 1
@@ -166,5 +170,5 @@ def test_not_in_the_roster_is_said_and_the_code_still_grades(cfg, tmp_path, monk
     assert otter_runtime.case_failure({"questions": [answers]}, "1.answers").startswith(
         "Not graded: your Gradescope account (email 'mallory@example.edu')")
     answers, code = report_for("Ada@Example.edu", "s001")       # the roster's student: full marks
-    assert answers["score"] == answers["max_score"] == SECTIONS and all(p["score"] == 1 for p in code)
+    assert answers["score"] == answers["max_score"] == _sections(_course(cfg)) and all(p["score"] == 1 for p in code)
 

@@ -29,7 +29,9 @@ from shardlab.autograder.questions import answer_key
 
 pytestmark = pytest.mark.pure
 PNG = b"\x89PNG\r\n\x1a\n"
-STUDENT = ["fsdp_timeline", "mesh", "ddp_buckets"]
+STUDENT = ["fsdp_timeline", "mesh", "ddp_buckets", "pipeline_schedules"]
+# the ordinals a schematic may print: units and buckets 1-4; the pipeline's stages 0-3 and micro-batches 0-7
+ORDINALS = {"pipeline_schedules": r"\b[0-7]\b"}
 SOLUTIONS_ONLY = ["bucket_overhead"]
 
 
@@ -102,14 +104,15 @@ def test_every_figure_renders(course, name):
 @pytest.mark.parametrize("name", STUDENT)
 def test_the_students_figures_are_schematic(course, name):
     """No number a student could read off: no tick labels, no values; only the ordinals of the
-    units and buckets drawn (1-4)."""
+    units, buckets, stages and micro-batches drawn (ORDINALS)."""
+    ordinals = ORDINALS.get(name, r"\b[1-4]\b")
     fig = diagrams.DIAGRAMS[name].draw(course, False)
     for ax in fig.axes:
         assert not [t for t in ax.get_xticklabels() if t.get_text()]
     for text in _texts(fig):
-        assert not re.search(r"\d", re.sub(r"\b[1-4]\b", "", text)), text
+        assert not re.search(r"\d", re.sub(ordinals, "", text)), text
     assert not re.search(r"\d", diagrams.DIAGRAMS[name].student_alt)
-    assert any(re.search(r"\d", re.sub(r"\b[1-4]\b", "", text))      # the check sees the solutions' numbers
+    assert any(re.search(r"\d", re.sub(ordinals, "", text))      # the check sees the solutions' numbers
                for text in _texts(diagrams.DIAGRAMS[name].draw(course, True)))
     # nothing in it comes from the config: it draws without one
     assert _texts(diagrams.DIAGRAMS[name].draw(None, False)) == _texts(fig)
@@ -124,6 +127,8 @@ def test_the_solutions_print_the_references_numbers(course):
     assert all(buckets[k].shown in texts for k in ("overhead_one", "n_opt", "b_opt", "overhead_opt"))
     alt = diagrams.DIAGRAMS["bucket_overhead"].solutions_alt(course)
     assert buckets["n_opt"].shown in alt and buckets["overhead_opt"].shown in alt
+    texts = "\n".join(_texts(diagrams.DIAGRAMS["pipeline_schedules"].draw(course, True)))
+    assert all(key["5"][k].shown in texts for k in ("step", "fraction", "act_gpipe_first", "act_1f1b_first"))
     volumes = key["3"].get("volumes")
     if volumes is not None:
         texts = "\n".join(_texts(diagrams.DIAGRAMS["mesh"].draw(course, True)))
