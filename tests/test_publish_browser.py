@@ -21,7 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from shardlab.autograder.publish.diagrams import document_figures
 from shardlab.autograder.publish.render import write_handout
+from shardlab.autograder.questions import all_parts
 
 pytestmark = pytest.mark.platform
 BROWSER = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -44,6 +46,12 @@ addEventListener('load', () => {
     images: [...document.images].map(i => [i.getAttribute('src'), i.getAttribute('alt'), i.naturalWidth])}));
 });
 </script>"""
+
+
+def _tolerance_rows() -> list[int]:
+    """The part table's rows whose description holds the tolerance's |w| (4.5's, 2.7's, ...):
+    each must keep its 4 cells."""
+    return [4] * sum("|w|" in p.description for p in all_parts())
 
 
 def _probe(page: Path) -> dict:
@@ -79,8 +87,8 @@ def test_the_html_handout_renders_math_and_figures_offline(cfg, tmp_path):
     write_handout(cfg, tmp_path)
     page = tmp_path / "handout.html"
     seen = _check_page(page, min_math=10)
-    assert seen["pipe_rows"] == [4, 4]                    # 2.7 and 4.5: the tolerance's |w| in its cell
-    assert len(seen["images"]) == 3
+    assert seen["pipe_rows"] == _tolerance_rows()         # 2.7, 4.5, ...: the tolerance's |w| in its cell
+    assert len(seen["images"]) == len(document_figures(cfg, False))
     dom = subprocess.run([BROWSER, *FLAGS, "--dump-dom", page.as_uri()], capture_output=True, text=True,
                          timeout=120).stdout
     assert "$\\alpha" not in dom and "<code>\\" not in dom          # nothing left unconverted
@@ -91,22 +99,22 @@ def test_the_html_handout_renders_math_and_figures_offline(cfg, tmp_path):
 
 
 def test_the_html_solutions_show_every_figure(cfg, tmp_path):
-    """The solutions page: every derivation's formula typeset, the memory chart and the four
-    diagrams to scale, all loaded from beside it."""
+    """The solutions page: every derivation's formula typeset, the memory chart and every
+    diagram to scale, all loaded from beside it."""
     from shardlab.autograder.publish.render import build
     assert BROWSER, "Chromium is missing: run `make browser` (apt-get install chromium) first"
     build(cfg, tmp_path)
     page = tmp_path / "solutions.html"
     seen = _check_page(page, min_math=30)
-    assert seen["pipe_rows"] == [4, 4]
+    assert seen["pipe_rows"] == _tolerance_rows()
     images = [(src, alt) for src, alt, _ in seen["images"]]
-    assert len(images) == 5 and all((tmp_path / src).is_file() for src, _ in images), images
+    diagrams = document_figures(cfg, True)
+    assert len(images) == 1 + len(diagrams) and all((tmp_path / src).is_file() for src, _ in images), images
     dom = subprocess.run([BROWSER, *FLAGS, "--dump-dom", page.as_uri()], capture_output=True, text=True,
                          timeout=120).stdout
     assert not re.search(r"\$[^$<]+\$", re.sub(r"<[^>]+>", "", dom))   # no raw $...$ left
     assert {src for src, _ in images} >= {          # their own folder: figures/ holds the students' only
-        "solutions-figures/fsdp_timeline.png", "solutions-figures/mesh.png", "solutions-figures/ddp_buckets.png",
-        "solutions-figures/bucket_overhead.png"}
+        f"solutions-figures/{name}.png" for name in diagrams}
 
 
 def test_the_probe_sees_a_network_request_and_unset_math(tmp_path):

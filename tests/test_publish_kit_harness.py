@@ -14,7 +14,8 @@ from shardlab.autograder.publish.kit_harness import SHIPPED, harness_files, rewr
 pytestmark = pytest.mark.pure
 
 # the reference's analytic modules and reference implementations: answers
-ANSWERS = ("memory", "fsdp", "comm4d", "buckets", "buckets_ddp", "fsdp_module", "memory_measure", "derivation")
+ANSWERS = ("memory", "fsdp", "comm4d", "buckets", "pipeline", "buckets_ddp", "fsdp_module", "memory_measure",
+           "derivation")
 
 
 def test_every_shipped_file_is_its_source_with_renamed_imports():
