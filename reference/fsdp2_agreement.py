@@ -26,6 +26,7 @@ import tempfile
 import time
 from functools import lru_cache
 from pathlib import Path
+from typing import Callable
 
 from shardlab.reference.cache import cache_dir, once_per_machine
 
@@ -74,9 +75,17 @@ def _valid_state(state) -> bool:
             and all(isinstance(k, str) and isinstance(v, (list, float, int)) for k, v in state.items()))
 
 
+def fresh_process(command: list[str], log) -> subprocess.Popen:
+    """The default launcher: `command` as a new process in its own session, its errors into `log`."""
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
+                            env=dict(os.environ, OMP_NUM_THREADS="1"))
+
+
 def run_group(commands: list[list[str]], result: Path, workdir: Path,
-              timeout: float = TIMEOUT_SECONDS, grace: float = TEARDOWN_GRACE_SECONDS) -> dict:
-    """Run one trusted process per rank; return the state rank 0 wrote to
+              timeout: float = TIMEOUT_SECONDS, grace: float = TEARDOWN_GRACE_SECONDS,
+              launch: Callable = fresh_process) -> dict:
+    """Run one trusted process per rank, `launch(command, log)` each (a
+    process in its own session, Popen-like); return the state rank 0 wrote to
     `result`. The exit codes do not matter once the result is complete: a
     rank still alive `grace` seconds after it appeared is killed, and a rank
     that aborted in teardown is ignored. Without a valid result: RuntimeError
@@ -86,9 +95,7 @@ def run_group(commands: list[list[str]], result: Path, workdir: Path,
     try:
         for cmd, log in zip(commands, logs):
             with open(log, "w") as err:
-                procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err,
-                                              start_new_session=True,
-                                              env=dict(os.environ, OMP_NUM_THREADS="1")))
+                procs.append(launch(cmd, err))
         deadline = time.monotonic() + timeout
         while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
             if result.is_file():
@@ -113,20 +120,32 @@ def run_group(commands: list[list[str]], result: Path, workdir: Path,
 
 
 @lru_cache(maxsize=None)
-def fully_shard_state(model: str, optimizer: str, steps: int, seed: int, world_size: int) -> dict:
-    """Final weights (state_dict names -> nested lists) of fully_shard training."""
+def fully_shard_state(model: str, optimizer: str, steps: int, seed: int, world_size: int,
+                      launch_rank: Callable | None = None) -> dict:
+    """Final weights (state_dict names -> nested lists) of fully_shard training.
+    Each rank is `python -m` this module afresh, or `launch_rank([rank,
+    request], log)` when given (the grader forks them from its zygote, which
+    has imported torch already: autograder/sandbox/zygote.reference_rank)."""
     args = dict(model=model, optimizer=optimizer, steps=steps, seed=seed, world_size=world_size)
 
     def train() -> dict:
         with tempfile.TemporaryDirectory(prefix="shardlab-fsdp2-") as tmp:
             result = Path(tmp) / "result.json"
             request = json.dumps(dict(args, store=os.path.join(tmp, "store"), result=str(result)))
-            return run_group([[*RANK_COMMAND, str(r), request] for r in range(world_size)], result, Path(tmp))
+            ranks = [[str(r), request] for r in range(world_size)]
+            if launch_rank:
+                return run_group(ranks, result, Path(tmp), launch=launch_rank)
+            return run_group([[*RANK_COMMAND, *r] for r in ranks], result, Path(tmp))
     return once_per_machine("fsdp2", args, train,
                             ("shardlab.reference.fsdp2_agreement", "shardlab.reference.toy_models"), CACHE)
 
 
-if __name__ == "__main__":
+def rank_main() -> None:
+    """One rank: `python -m shardlab.reference.fsdp2_agreement RANK REQUEST`."""
     import warnings
     warnings.simplefilter("ignore")
     _train(int(sys.argv[1]), json.loads(sys.argv[2]))
+
+
+if __name__ == "__main__":
+    rank_main()

@@ -40,6 +40,11 @@ def boom(code):
     print("about to exit with", code, flush=True)
     os._exit(code)
 
+def draw():
+    import random
+    import numpy
+    return [torch.rand(2).tolist(), random.random(), numpy.random.rand()]
+
 def look():
     import builtins
     seen = [getattr(torch, "planted", None), getattr(torch.nn.Module, "planted", None),
@@ -141,3 +146,34 @@ def test_a_jailed_student_cannot_reach_the_batchs_zygote(tmp_path, monkeypatch, 
     assert forks == ["ZygoteProc", "ZygoteProc"]
     assert plain.value == ["FileNotFoundError", None], plain
     assert [r["value"] for r in ranks.value] == [["FileNotFoundError", None]] * 2, ranks
+
+
+def test_forked_workers_do_not_share_a_random_stream(tmp_path, forks):
+    """Fresh processes seed torch, random and numpy afresh; forks of one zygote would all
+    inherit its state, so each child reseeds as a fresh process does."""
+    root = _submission(tmp_path, "d", "planter", PLANTER)
+    draws = [run_calls(root, [Call("planter", "draw", {})]).outcomes[0].value for _ in range(2)]
+    assert forks == ["ZygoteProc", "ZygoteProc"]
+    assert [a != b for a, b in zip(*draws)] == [True, True, True]      # torch, random, numpy
+
+
+def test_a_reference_rank_forked_from_the_zygote_trains_like_a_fresh_one(tmp_path, monkeypatch):
+    """The fully_shard reference's ranks: forked from the zygote (as grading does) or
+    started afresh, the same final weights."""
+    from shardlab.reference import fsdp2_agreement
+    kinds = []
+
+    def recording(args, log):
+        proc = zygote.reference_rank(args, log)
+        kinds.append(type(proc).__name__)
+        return proc
+    states = []
+    for name, launch in (("forked", recording), ("fresh", None)):
+        monkeypatch.setattr(fsdp2_agreement, "CACHE", tmp_path / name)
+        fsdp2_agreement.fully_shard_state.cache_clear()
+        try:
+            states.append(fsdp2_agreement.fully_shard_state("frozen_mlp", "adamw", 2, 4242, 2, launch_rank=launch))
+        finally:
+            fsdp2_agreement.fully_shard_state.cache_clear()
+    assert kinds == ["ZygoteProc", "ZygoteProc"]
+    assert states[0] == states[1] and states[0]

@@ -195,9 +195,11 @@ def _single_process(case, grad_scale=1.0):
 
 
 def _fully_shard(case):
+    from shardlab.autograder.sandbox.zygote import reference_rank
     from shardlab.reference.fsdp2_agreement import fully_shard_state
     a = _args(case)
-    return [fully_shard_state(a["model"], a["optimizer"], a["steps"], data_seed(a["seed"]), a["world_size"])]
+    return [fully_shard_state(a["model"], a["optimizer"], a["steps"], data_seed(a["seed"]), a["world_size"],
+                              launch_rank=reference_rank)]
 
 
 def _storage_budget(case):

@@ -53,6 +53,7 @@ START_SECONDS = 60.0                 # the zygote's torch import, on a loaded ma
 MODULES = {                          # what a child may become: its main function, as `python -m` would run it
     "worker": ("shardlab.autograder.sandbox.worker", "main"),
     "forkserver": ("shardlab.autograder.sandbox.gloo.ranks.main", "serve"),
+    "fsdp2": ("shardlab.reference.fsdp2_agreement", "rank_main"),     # a trusted reference rank
 }
 
 
@@ -114,14 +115,16 @@ class Zygote:
             self.sock = ours
         self.reader = self.sock.makefile("rb")
 
-    def popen(self, module: str, cwd: str, env: dict[str, str], extra_fds: tuple[int, ...] = ()) -> ZygoteProc:
+    def popen(self, module: str, cwd: str, env: dict[str, str], extra_fds: tuple[int, ...] = (),
+              argv: tuple[str, ...] = (), output: int | None = None) -> ZygoteProc:
         """Fork a child that runs `module`'s main (MODULES) with its stdin and
-        stdout/stderr on fresh pipes, `extra_fds` at the same numbers in the
-        child, in its own session, in `cwd` with exactly `env`."""
+        stdout/stderr on fresh pipes (or stdout/stderr on `output`, a
+        descriptor), `extra_fds` at the same numbers in the child, in its own
+        session, in `cwd` with exactly `env` and `argv` after the module's name."""
         stdin_r, stdin_w = os.pipe()
-        stdout_r, stdout_w = os.pipe()
+        stdout_r, stdout_w = os.pipe() if output is None else (None, os.dup(output))
         status_r, status_w = os.pipe()
-        request = {"module": module, "cwd": cwd, "env": env, "targets": [0, 1, *extra_fds]}
+        request = {"module": module, "cwd": cwd, "env": env, "targets": [0, 1, *extra_fds], "argv": list(argv)}
         try:
             with self.lock:
                 socket.send_fds(self.sock, [(json.dumps(request) + "\n").encode()],
@@ -139,9 +142,11 @@ class Zygote:
                 os.close(fd)
         if not pid:
             for fd in (stdin_w, stdout_r, status_r):
-                os.close(fd)
+                if fd is not None:
+                    os.close(fd)
             raise ZygoteError(f"the zygote did not fork a {module}: {line[:200]!r}")
-        return ZygoteProc(pid, os.fdopen(stdin_w, "wb"), os.fdopen(stdout_r, "rb"), status_r)
+        return ZygoteProc(pid, os.fdopen(stdin_w, "wb"), None if stdout_r is None else os.fdopen(stdout_r, "rb"),
+                          status_r)
 
     def close(self) -> None:
         self.sock.close()
@@ -161,18 +166,28 @@ def zygote_env() -> dict[str, str]:
     return worker_env()
 
 
-def start(module: str, cwd: str, env: dict[str, str], pass_fds: tuple[int, ...] = ()):
-    """`python -I -u -m <module>` (MODULES), in its own session, with stdin and
-    stdout+stderr on pipes: forked from this grader's zygote, or started
-    afresh if the zygote cannot fork it (then the next call starts a new
-    zygote). Returns a subprocess.Popen or a ZygoteProc."""
+def start(module: str, cwd: str, env: dict[str, str], pass_fds: tuple[int, ...] = (),
+          argv: tuple[str, ...] = (), output: int | None = None):
+    """`python -I -u -m <module> *argv` (MODULES), in its own session, with
+    stdin and stdout+stderr on pipes (or stdout+stderr on `output`): forked
+    from this grader's zygote, or started afresh if the zygote cannot fork it
+    (then the next call starts a new zygote). Returns a subprocess.Popen or a
+    ZygoteProc."""
     try:
-        return shared().popen(module, cwd, env, pass_fds)
+        return shared().popen(module, cwd, env, pass_fds, argv, output)
     except (ZygoteError, OSError):
         forget_shared()
-    return subprocess.Popen([sys.executable, "-I", "-u", "-m", MODULES[module][0]],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    out = subprocess.PIPE if output is None else output
+    return subprocess.Popen([sys.executable, "-I", "-u", "-m", MODULES[module][0], *argv],
+                            stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
                             pass_fds=pass_fds, start_new_session=True, cwd=cwd, env=env)
+
+
+def reference_rank(args: list[str], log) -> object:
+    """Launcher of the `fully_shard` reference's ranks (reference/fsdp2_agreement.run_group):
+    a trusted rank forked from the zygote, which has imported torch already,
+    its output into `log` (an open file)."""
+    return start("fsdp2", "/", worker_env(), argv=tuple(args), output=log.fileno())
 
 
 @contextlib.contextmanager
@@ -252,6 +267,12 @@ def _become(request: dict, fds: list[int], keep_status: int) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    # a fresh process seeds torch's generator (and numpy's) afresh; every fork would share the
+    # zygote's (Python's `random` reseeds itself after a fork)
+    if "torch" in sys.modules:
+        sys.modules["torch"].seed()
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed()
     if "torch.distributed" in sys.modules:
         # read at import, in the zygote: read it again from this child's environment
         sys.modules["torch.distributed"].set_debug_level_from_env()
@@ -260,6 +281,7 @@ def _become(request: dict, fds: list[int], keep_status: int) -> None:
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
     sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True, errors="backslashreplace")
     module, function = MODULES[request["module"]]
+    sys.argv = [module, *request.get("argv", [])]
     import importlib
     getattr(importlib.import_module(module), function)()
 

@@ -209,13 +209,14 @@ def _first_calls() -> None:
     starts no threads for the CPU, so forking afterwards stays safe."""
     import torch
     from torch import nn
-    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 8))
-    loss = nn.functional.mse_loss(model(torch.randn(4, 8)), torch.randn(4, 8))
-    loss.backward()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(p.grad, alpha=-0.1)
-            torch.cat([p.flatten(), p.grad.flatten()]).chunk(2)
+    with torch.random.fork_rng(devices=[]):        # a child's random numbers are a fresh process's
+        model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 8))
+        loss = nn.functional.mse_loss(model(torch.randn(4, 8)), torch.randn(4, 8))
+        loss.backward()
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(p.grad, alpha=-0.1)
+                torch.cat([p.flatten(), p.grad.flatten()]).chunk(2)
 
 
 def serve() -> None:
