@@ -98,3 +98,47 @@ def min_microbatches(p: int, target_fraction: float):
 
 
 # ---- Task 5.9: OneFOneBPipeline (the distributed part) ----
+
+
+class OneFOneBPipeline:
+    """Task 5.9. One stage of a pipeline that runs each step in the 1F1B order.
+
+    OneFOneBPipeline(stage_module, stage, num_stages, num_microbatches): rank
+    `stage` holds `stage_module`, the blocks of stage `stage` of
+    `num_stages` (the default process group is the pipeline: stage s talks
+    only to ranks s - 1 and s + 1).
+
+    step(inputs, targets, loss_fn), called on every rank: split `inputs`
+    and `targets` into num_microbatches equal micro-batches along dim 0
+    (only stage 0 reads the values of `inputs`, only the last stage those of
+    `targets`; every stage may use their shapes) and run, with
+    w = min(p - stage - 1, m):
+
+    - w warm-up forwards;
+    - then m - w times: one forward, then one backward (of the oldest
+      micro-batch still held);
+    - then the w remaining backwards (cool-down).
+
+    A forward on stage s > 0 first receives its input activation from stage
+    s - 1; on the last stage it ends with loss_fn(output, target) / m, and
+    otherwise sends its output to stage s + 1. A backward on the last stage
+    starts from that loss, elsewhere from the output's gradient received
+    from stage s + 1; on s > 0 it ends by sending its input's gradient to
+    stage s - 1. Name the peer of every send and recv. With gloo a send
+    waits until its recv is posted, so use isend for what you send (wait for
+    all of them before step returns) and recv for what you need now. The
+    grader reads your schedule off these messages: send each activation and
+    gradient as soon as it is computed, and wait for a recv only when its
+    data is needed.
+    Gradients accumulate in the stage's parameters' .grad over the
+    micro-batches: with each loss divided by m they are those of one
+    full-batch step with a mean loss. Do not step an optimizer. Returns the
+    mini-batch's mean loss on the last stage (a float), None elsewhere.
+    """
+
+    def __init__(self, stage_module: torch.nn.Module, stage: int, num_stages: int, num_microbatches: int):
+        raise NotImplementedError("Task 5.9: OneFOneBPipeline.__init__")
+
+    def step(self, inputs: torch.Tensor, targets: torch.Tensor, loss_fn) -> float | None:
+        """One training step's forwards and backwards, in 1F1B order."""
+        raise NotImplementedError("Task 5.9: OneFOneBPipeline.step")

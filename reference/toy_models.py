@@ -1,4 +1,4 @@
-"""Tiny models and data for the real distributed runs (DDP now, FSDP later).
+"""Tiny models and data for the real distributed runs (DDP, FSDP, the pipeline).
 
 Each model is small enough to train in milliseconds on CPU yet exercises a
 corner of gradient synchronization: a frozen parameter, a bias-free layer, a
@@ -9,6 +9,12 @@ and in every gloo rank, so the two runs differ only in what the student
 wrote. Rank r starts from `seed + r` (different weights per rank, so the
 broadcast of rank 0's state is tested) and trains on rows
 [r*b, (r+1)*b) of the global batch.
+
+Question 5's pipeline splits `FFNStack`, the course's FFN-only model in
+miniature (L residual blocks x + W_out tanh(W_in x), no biases), into p
+stages of L/p consecutive blocks (`ffn_stage`); its mini-batch is m
+micro-batches of PIPE_ROWS rows (`pipeline_batch`), all of it on stage 0
+(inputs) and the last stage (targets).
 """
 from __future__ import annotations
 
@@ -58,6 +64,70 @@ class TiedAutoencoder(nn.Module):
 
 
 MODELS = {"frozen_mlp": FrozenMLP, "tied": TiedAutoencoder}
+
+PIPE_D_MODEL, PIPE_D_FF, PIPE_BLOCKS, PIPE_ROWS = 8, 16, 4, 3     # PIPE_ROWS: rows per micro-batch
+
+
+class FFNBlock(nn.Module):
+    """x + W_out tanh(W_in x): the course's FFN block, bias-free, with its residual
+    (without it the signal fades through the blocks and the first stage barely trains)."""
+
+    def __init__(self, d_model: int = PIPE_D_MODEL, d_ff: int = PIPE_D_FF):
+        super().__init__()
+        self.w_in = nn.Linear(d_model, d_ff, bias=False)
+        self.w_out = nn.Linear(d_ff, d_model, bias=False)
+
+    def forward(self, x):
+        return x + self.w_out(torch.tanh(self.w_in(x)))
+
+
+class FFNStack(nn.Module):
+    """PIPE_BLOCKS FFN blocks in a row; state names "blocks.<i>.w_in.weight", ..."""
+
+    def __init__(self, num_blocks: int = PIPE_BLOCKS):
+        super().__init__()
+        self.blocks = nn.ModuleList(FFNBlock() for _ in range(num_blocks))
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+def build_ffn(seed: int) -> FFNStack:
+    """The pipeline's whole model with weights drawn from `seed` (the global RNG is left as it was)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return FFNStack()
+
+
+def stage_blocks(stage: int, num_stages: int, num_blocks: int = PIPE_BLOCKS) -> range:
+    """The blocks stage `stage` of `num_stages` holds (num_blocks divisible by num_stages)."""
+    if num_blocks % num_stages or not 0 <= stage < num_stages:
+        raise ValueError(f"{num_blocks} blocks do not split into stage {stage} of {num_stages}")
+    per = num_blocks // num_stages
+    return range(stage * per, (stage + 1) * per)
+
+
+def ffn_stage(model: FFNStack, stage: int, num_stages: int) -> nn.Sequential:
+    """Stage `stage`'s blocks of `model` (shared, not copied), as nn.Sequential ("0.w_in.weight", ...)."""
+    return nn.Sequential(*(model.blocks[i] for i in stage_blocks(stage, num_stages)))
+
+
+def stage_state_names(stage: int, num_stages: int) -> dict[str, str]:
+    """A stage's state names -> the whole model's ("1.w_out.weight" -> "blocks.3.w_out.weight")."""
+    names = {}
+    for j, i in enumerate(stage_blocks(stage, num_stages)):
+        for w in ("w_in", "w_out"):
+            names[f"{j}.{w}.weight"] = f"blocks.{i}.{w}.weight"
+    return names
+
+
+def pipeline_batch(seed: int, microbatches: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """One mini-batch: inputs and targets (m * PIPE_ROWS, PIPE_D_MODEL), FP32."""
+    gen = torch.Generator().manual_seed(20_000 + seed)
+    rows = PIPE_ROWS * microbatches
+    return torch.randn(rows, PIPE_D_MODEL, generator=gen), torch.randn(rows, PIPE_D_MODEL, generator=gen)
 
 
 def build_model(name: str, seed: int) -> nn.Module:
@@ -179,5 +249,22 @@ def single_process(name: str, optimizer: str, steps: int, seed: int, world_size:
             for p in model.parameters():
                 if p.grad is not None:
                     p.grad.mul_(grad_scale)
+    train(model, make_optimizer(optimizer, model.parameters()), inputs, targets, steps, after_backward=scale)
+    return state_lists(model)
+
+
+def pipeline_single_process(optimizer: str, steps: int, seed: int, microbatches: int,
+                            grad_scale: float = 1.0) -> dict[str, list]:
+    """What a pipeline over any number of stages must reproduce: the whole FFNStack
+    trained on the whole mini-batch in one process, one full-batch step per step.
+    (grad_scale models a known mistake: `microbatches` for the micro-batches'
+    gradients summed instead of averaged.)"""
+    model = build_ffn(seed)
+    inputs, targets = pipeline_batch(seed, microbatches)
+
+    def scale():
+        with torch.no_grad():
+            for p in model.parameters():
+                p.grad.mul_(grad_scale)
     train(model, make_optimizer(optimizer, model.parameters()), inputs, targets, steps, after_backward=scale)
     return state_lists(model)

@@ -150,3 +150,96 @@ def min_microbatches(p: int, target_fraction: float):
 
 
 # ---- Task 5.9: OneFOneBPipeline (the distributed part) ----
+
+
+class OneFOneBPipeline:
+    """Task 5.9. One stage of a pipeline that runs each step in the 1F1B order.
+
+    OneFOneBPipeline(stage_module, stage, num_stages, num_microbatches): rank
+    `stage` holds `stage_module`, the blocks of stage `stage` of
+    `num_stages` (the default process group is the pipeline: stage s talks
+    only to ranks s - 1 and s + 1).
+
+    step(inputs, targets, loss_fn), called on every rank: split `inputs`
+    and `targets` into num_microbatches equal micro-batches along dim 0
+    (only stage 0 reads the values of `inputs`, only the last stage those of
+    `targets`; every stage may use their shapes) and run, with
+    w = min(p - stage - 1, m):
+
+    - w warm-up forwards;
+    - then m - w times: one forward, then one backward (of the oldest
+      micro-batch still held);
+    - then the w remaining backwards (cool-down).
+
+    A forward on stage s > 0 first receives its input activation from stage
+    s - 1; on the last stage it ends with loss_fn(output, target) / m, and
+    otherwise sends its output to stage s + 1. A backward on the last stage
+    starts from that loss, elsewhere from the output's gradient received
+    from stage s + 1; on s > 0 it ends by sending its input's gradient to
+    stage s - 1. Name the peer of every send and recv. With gloo a send
+    waits until its recv is posted, so use isend for what you send (wait for
+    all of them before step returns) and recv for what you need now. The
+    grader reads your schedule off these messages: send each activation and
+    gradient as soon as it is computed, and wait for a recv only when its
+    data is needed.
+    Gradients accumulate in the stage's parameters' .grad over the
+    micro-batches: with each loss divided by m they are those of one
+    full-batch step with a mean loss. Do not step an optimizer. Returns the
+    mini-batch's mean loss on the last stage (a float), None elsewhere.
+    """
+
+    def __init__(self, stage_module: torch.nn.Module, stage: int, num_stages: int, num_microbatches: int):
+        # BEGIN SOLUTION
+        self.module = stage_module
+        self.stage, self.num_stages, self.m = stage, num_stages, num_microbatches
+        self.is_first, self.is_last = stage == 0, stage == num_stages - 1
+        # END SOLUTION
+
+    def step(self, inputs: torch.Tensor, targets: torch.Tensor, loss_fn) -> float | None:
+        """One training step's forwards and backwards, in 1F1B order."""
+        # BEGIN SOLUTION
+        m, s = self.m, self.stage
+        micro_inputs = inputs.chunk(m)                  # m x (B/m, d_model)
+        micro_targets = targets.chunk(m)
+        held = []                   # (input, output) of each micro-batch forwarded, not yet backwarded
+        sends = []                  # isend works, waited for at the end
+        losses = []
+
+        def forward(i: int) -> None:
+            if self.is_first:
+                x = micro_inputs[i]
+            else:
+                x = torch.empty_like(micro_inputs[i])
+                dist.recv(x, src=s - 1)                 # the activation from the previous stage
+                x.requires_grad_()
+            y = self.module(x)
+            if self.is_last:
+                y = loss_fn(y, micro_targets[i]) / m    # mean over the whole mini-batch
+                losses.append(y.item())
+            else:
+                sends.append(dist.isend(y.detach(), dst=s + 1))
+            held.append((x, y))
+
+        def backward() -> None:
+            x, y = held.pop(0)                          # the oldest micro-batch in flight
+            if self.is_last:
+                y.backward()
+            else:
+                grad = torch.empty_like(y)
+                dist.recv(grad, src=s + 1)              # d loss / d output, from the next stage
+                y.backward(grad)
+            if not self.is_first:
+                sends.append(dist.isend(x.grad, dst=s - 1))
+
+        warmup = min(self.num_stages - s - 1, m)
+        for i in range(warmup):
+            forward(i)
+        for i in range(warmup, m):                      # steady state: 1 forward, 1 backward
+            forward(i)
+            backward()
+        for _ in range(warmup):                         # cool-down
+            backward()
+        for work in sends:
+            work.wait()
+        return sum(losses) if self.is_last else None
+        # END SOLUTION

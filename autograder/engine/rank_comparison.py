@@ -18,25 +18,42 @@ def _per_rank(got, key: str | None) -> list | str:
     return [value[key] if key is not None else value for value in got]
 
 
+def _for_rank(expected, r: int, per_rank: bool):
+    return expected[r] if per_rank else expected
+
+
+def _rank_count(expected, values: list, per_rank: bool) -> str | None:
+    if per_rank and len(values) != len(expected):
+        return f"{len(values)} ranks answered, expected {len(expected)}"
+    return None
+
+
 @dataclass(frozen=True)
 class StatesMatch:
     """Every rank's final state (name -> nested lists) equals the expected one
-    within |got - expected| <= atol + rtol * |expected| (FP32 training)."""
+    within |got - expected| <= atol + rtol * |expected| (FP32 training). The
+    expected state is one dict for all ranks, or a list of one per rank when
+    the ranks hold different parts of the model (pipeline stages)."""
 
     key: str = "state"
     rtol: float = 1e-4
     atol: float = 1e-5
 
-    def problem(self, expected: dict, got) -> str | None:
+    def problem(self, expected: dict | list, got) -> str | None:
         states = _per_rank(got, self.key)
         if isinstance(states, str):
             return states
+        per_rank = isinstance(expected, list)
+        if why := _rank_count(expected, states, per_rank):
+            return why
         for r, state in enumerate(states):
-            if sorted(state) != sorted(expected):
-                return f"rank {r}'s state has entries {sorted(state)}, expected {sorted(expected)}"
-            worst = max(((self._excess(expected[k], state[k]), k) for k in expected), default=(0.0, ""))
+            want = _for_rank(expected, r, per_rank)
+            if not isinstance(state, dict) or sorted(state) != sorted(want):
+                names = sorted(state) if isinstance(state, dict) else state
+                return f"rank {r}'s state has entries {names}, expected {sorted(want)}"
+            worst = max(((self._excess(want[k], state[k]), k) for k in want), default=(0.0, ""))
             if worst[0] > 0:
-                disagree = r > 0 and any(self._excess(states[0][k], state[k]) > 0 for k in state)
+                disagree = not per_rank and r > 0 and any(self._excess(states[0][k], state[k]) > 0 for k in state)
                 hint = " (and the ranks disagree with each other)" if disagree else ""
                 return (f"rank {r}: {worst[1]!r} differs from single-process training by up to "
                         f"{worst[0]:.2g} beyond the tolerance{hint}")
@@ -82,17 +99,22 @@ class StepCheck:
 @dataclass(frozen=True)
 class RankCheck:
     """Applies `check(expected, rank_value) -> None | reason` to every rank's
-    `key` (or to the rank's whole result when key is None)."""
+    `key` (or to the rank's whole result when key is None). With `per_rank`,
+    `expected` is a list of one entry per rank (what differs from stage to
+    stage of a pipeline) and rank r is checked against `expected[r]`."""
 
     check: object
     key: str | None = None
+    per_rank: bool = False
 
     def problem(self, expected, got) -> str | None:
         values = _per_rank(got, self.key)
         if isinstance(values, str):
             return values
+        if why := _rank_count(expected, values, self.per_rank):
+            return why
         for r, value in enumerate(values):
-            why = self.check(expected, value)
+            why = self.check(_for_rank(expected, r, self.per_rank), value)
             if why:
                 return f"rank {r}: {why}"
         return None

@@ -51,6 +51,7 @@ SHIPPED = {
     f"{_G}.sandbox.gloo.ranks.scenarios.ddp": f"{KIT_PACKAGE}.scenarios.ddp",
     f"{_G}.sandbox.gloo.ranks.scenarios.fsdp": f"{KIT_PACKAGE}.scenarios.fsdp",
     f"{_G}.sandbox.gloo.ranks.scenarios.comm4d": f"{KIT_PACKAGE}.scenarios.comm4d",
+    f"{_G}.sandbox.gloo.ranks.scenarios.pipeline": f"{KIT_PACKAGE}.scenarios.pipeline",
     f"{_G}.publish.timeline": f"{KIT_PACKAGE}.timeline",
     f"{_G}.publish.kit_timelines": "timelines",          # tests/timelines.py: `python tests/timelines.py`
     f"{_G}.bench.buckets_ranks": f"{KIT_PACKAGE}.bench_ranks",

@@ -210,7 +210,95 @@ PARTS = (
 ANALYTIC_PARTS = PARTS
 
 # ---- the distributed part (Task 5.9) ----
-DISTRIBUTED_PARTS: tuple = ()
+# 5.9-5.11 train the student's OneFOneBPipeline on 2 and 4 gloo ranks (probe "gloo", scenario
+# "pipeline_train" in autograder/sandbox/gloo/ranks/scenarios/pipeline.py) and judge the same runs
+# three ways: the weights, the traced point-to-point schedule and bytes, the micro-batches in flight.
+# Every expected value is one entry per rank (stage).
+from shardlab.autograder.engine.parts import Call, Case, Misconception, Part  # noqa: E402
+from shardlab.autograder.engine.run_checks import (PIPELINE_IN_FLIGHT, PIPELINE_SCHEDULE,  # noqa: E402
+                                                   TRAINS_LIKE_ONE_PROCESS)
+from shardlab.autograder.sandbox.gloo.seeds import data_seed  # noqa: E402
+from shardlab.reference import pipeline_schedule as schedule  # noqa: E402
+
+RUNS = ((2, 4, "sgd"), (2, 4, "adamw"), (4, 8, "sgd"), (4, 8, "adamw"), (4, 2, "sgd"))   # (p, m, optimizer)
+RUN_STEPS = 2
+FP32_WIRE = 4
+
+
+def _run_cases(cfg, rng):
+    # the seed depends on the run, not on the part, so the parts share the runs
+    cases = []
+    for k, (p, m, optimizer) in enumerate(RUNS):
+        note = f"{p} stages, {m} micro-batches, {optimizer}"
+        if m < p:
+            note = f"edge case: fewer micro-batches than stages ({p} stages, {m} micro-batches)"
+        args = dict(world_size=p, microbatches=m, optimizer=optimizer, steps=RUN_STEPS, seed=cfg.seed % 1000 + 50 + k)
+        cases.append(Case((Call(M, "pipeline_train", args),), public=p == 2, note=note))
+    return cases
+
+
+def _run(case) -> tuple[int, int]:
+    a = case.calls[0].args
+    return a["world_size"], a["microbatches"]
+
+
+def _stage_states(case, grad_scale: float = 1.0) -> list:
+    """Single-process full-batch training of the whole model, cut into each rank's stage."""
+    from shardlab.reference.toy_models import pipeline_single_process, stage_state_names
+    a = case.calls[0].args
+    whole = pipeline_single_process(a["optimizer"], a["steps"], data_seed(a["seed"]), a["microbatches"],
+                                    grad_scale=grad_scale)
+    p = a["world_size"]
+    return [[{name: whole[name] for name in stage_state_names(s, p).values()} for s in range(p)]]
+
+
+def _schedules(case, order=schedule.one_f_one_b) -> list:
+    """Per stage: its order of forwards and backwards, its warm-up, and the bytes of a
+    message and of a boundary's step (p2p_bytes_per_step, FP32)."""
+    from shardlab.reference.toy_models import PIPE_D_MODEL, PIPE_ROWS
+    p, m = _run(case)
+    boundary = ref.p2p_bytes_per_step(PIPE_D_MODEL, PIPE_ROWS, m, bytes_per_value=FP32_WIRE)
+    return [[dict(order=schedule.letters(order(s, p, m)), warmup=schedule.warmup_forwards(s, p, m),
+                  message_bytes=PIPE_ROWS * PIPE_D_MODEL * FP32_WIRE, boundary_bytes=boundary)
+             for s in range(p)]]
+
+
+def _limits(case, order=schedule.one_f_one_b) -> list:
+    p, m = _run(case)
+    return [[dict(limit=schedule.peak_in_flight(order(s, p, m)), microbatches=m) for s in range(p)]]
+
+
+GPIPE_ORDER_MSG = ("matches GPipe's order, every forward before any backward: under 1F1B a stage starts "
+                   "its first backward after its warm-up forwards, and frees a micro-batch with each one")
+
+
+def _run_part(id, title, points, compare, expect, description, misconceptions=(), function=None) -> Part:
+    return Part(id=id, title=title, module=M, points=points, probe="gloo", function=function,
+                cases=_run_cases, expect=expect, compare=compare, misconceptions=misconceptions,
+                description=description)
+
+
+DISTRIBUTED_PARTS = (
+    _run_part("5.9", "OneFOneBPipeline trains like one process", 4, TRAINS_LIKE_ONE_PROCESS,
+              _stage_states,
+              "2 and 4 gloo ranks, one stage each, SGD and AdamW, 2 steps: every stage's weights equal "
+              "single-process full-batch training of the whole model (FP32, tolerance 1e-5 + 1e-4·|w|)",
+              misconceptions=(Misconception("sum", "matches summing the micro-batches' gradients instead of "
+                                            "averaging: divide each micro-batch's loss by m",
+                                            lambda case: _stage_states(case, _run(case)[1])),),
+              function="OneFOneBPipeline"),
+    _run_part("5.10", "1F1B order and p2p bytes", 3, PIPELINE_SCHEDULE, _schedules,
+              "per step and stage, the traced point-to-point ops: only with the neighbours, one "
+              "micro-batch's FP32 activation or gradient each, p2p_bytes_per_step(..., bytes_per_value=4) "
+              "across each boundary, forwards and backwards in the 1F1B order",
+              misconceptions=(Misconception("GPipe order", GPIPE_ORDER_MSG,
+                                            lambda case: _schedules(case, schedule.gpipe)),)),
+    _run_part("5.11", "micro-batches in flight", 2, PIPELINE_IN_FLIGHT, _limits,
+              "per step, stage s holds at most min(m, p - s) micro-batches forwarded and not yet "
+              "backwarded: in the traced order and in the activations saved for backward "
+              "(counted with saved-tensor hooks)",
+              misconceptions=(Misconception("GPipe", GPIPE_ORDER_MSG, lambda case: _limits(case, schedule.gpipe)),)),
+)
 
 QUESTION = Question(number=5, module=M, title="Pipeline parallelism", template="pipeline.md.j2",
                     parts=ANALYTIC_PARTS + DISTRIBUTED_PARTS, worked=ref.worked)

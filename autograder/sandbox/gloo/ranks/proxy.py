@@ -11,6 +11,13 @@ ranks, records it, and sends the result back. Semantics follow torch's:
   (`all_gather_into_tensor`, `reduce_scatter_tensor`, list forms) are
   written when the call returns, or, with `async_op=True`, when the returned
   work's `wait()` returns (the input is read when the call is made);
+- point-to-point ops (`send`, `recv`, `isend`, `irecv`, `P2POp` with
+  `batch_isend_irecv`) name their peer (no receive from any source) and a
+  tag from 0 to 7; the trusted process starts them at once and waits for
+  them when the student's process waits (autograder/sandbox/gloo/ranks/p2p.py), so a
+  blocking `send` waits for its matching recv as with gloo itself. A recv's
+  data is written into its tensor when its wait returns; `is_completed()` of
+  a point-to-point op waits for it (a poll would spin until the deadline);
 - only the default group exists (`group=None`), of `world_size` ranks;
 - `init_process_group` is a no-op (the group is already up);
   `get_rank`/`get_world_size` answer for this rank.
@@ -66,6 +73,31 @@ class Work:
 
     def is_success(self) -> bool:
         return self.is_completed()
+
+
+class P2PWork(Work):
+    """What isend/irecv return: `wait()` asks the trusted process to wait for the op."""
+
+    def wait(self, timeout=None) -> bool:
+        if not self._done:
+            self._proxy.channel.send({"wait": self._id})
+        return super().wait(timeout)
+
+    def is_completed(self) -> bool:
+        return self.wait()
+
+
+class P2POp:
+    """torch.distributed.P2POp for `batch_isend_irecv` (the default group only)."""
+
+    def __init__(self, op, tensor, peer=None, group=None, tag=0, group_peer=None):
+        _check_group(group)
+        if getattr(op, "__name__", None) not in ("isend", "irecv"):
+            raise ValueError("Invalid ``op``. Expected ``op`` to be of type ``torch.distributed.isend`` or "
+                             "``torch.distributed.irecv``.")
+        self.op, self.tensor, self.tag = op, tensor, tag
+        self.peer = self.group_peer = peer if peer is not None else group_peer
+        self.group = None
 
 
 class Proxy:
@@ -171,11 +203,55 @@ class Proxy:
         _check_group(group)
         return self._issue("barrier", None, lambda r: None, async_op)
 
+    # ---- point to point ---------------------------------------------------------------
+    def _p2p(self, op: str, tensor, peer, group, tag, write) -> P2PWork:
+        _check_group(group)
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"{op} expects a tensor, got {type(tensor).__name__}")
+        if peer is None:
+            raise ValueError(f"{op} needs the peer's rank (receiving from any source is not supported here)")
+        if not isinstance(peer, int) or not 0 <= peer < self.world_size:
+            raise ValueError(f"Invalid rank {peer!r}: ranks are 0 to {self.world_size - 1}")
+        if peer == self.rank:
+            raise ValueError("Invalid peer rank: should not be the same as the rank of the current process.")
+        if not isinstance(tag, int) or not 0 <= tag <= 7:
+            raise ValueError(f"tag {tag!r}: this assignment's process group takes tags 0 to 7")
+        self._next_id += 1
+        header = {"op": op, "id": self._next_id, "peer": int(peer), "tag": int(tag), "async": True}
+        if op == "isend":
+            header.update(describe(tensor))
+            self.channel.send(header, tensor_bytes(tensor))
+        else:
+            self.channel.send({**header, "recv": describe(tensor)})
+        return P2PWork(self, self._next_id, write)
+
+    def isend(self, tensor, dst=None, group=None, tag=0, group_dst=None):
+        return self._p2p("isend", tensor, dst if dst is not None else group_dst, group, tag, lambda r: None)
+
+    def irecv(self, tensor, src=None, group=None, tag=0, group_src=None):
+        return self._p2p("irecv", tensor, src if src is not None else group_src, group, tag,
+                         lambda r: _copy(tensor, r))
+
+    def send(self, tensor, dst=None, group=None, tag=0, group_dst=None) -> None:
+        self.isend(tensor, dst, group, tag, group_dst).wait()
+
+    def recv(self, tensor, src=None, group=None, tag=0, group_src=None) -> int:
+        src = src if src is not None else group_src
+        self.irecv(tensor, src, group, tag).wait()
+        return src
+
+    def batch_isend_irecv(self, p2p_op_list) -> list[P2PWork]:
+        if not p2p_op_list or not all(isinstance(p, P2POp) for p in p2p_op_list):
+            raise ValueError("Invalid ``p2p_op_list``: a non-empty list of P2POp instances")
+        return [(self.isend if p.op.__name__ == "isend" else self.irecv)(p.tensor, p.peer, None, p.tag)
+                for p in p2p_op_list]
+
     def _unsupported(self, name: str):
         def refuse(*args, **kwargs):
             raise RuntimeError(f"torch.distributed.{name} is not available in this assignment's process "
                                f"group (use all_reduce, broadcast, all_gather, all_gather_into_tensor, "
-                               f"reduce_scatter, reduce_scatter_tensor, barrier)")
+                               f"reduce_scatter, reduce_scatter_tensor, barrier, send, recv, isend, irecv, "
+                               f"batch_isend_irecv)")
         return refuse
 
     def install(self) -> None:
@@ -185,6 +261,8 @@ class Proxy:
             "all_reduce": self.all_reduce, "broadcast": self.broadcast,
             "all_gather": self.all_gather, "reduce_scatter": self.reduce_scatter,
             "barrier": self.barrier,
+            "send": self.send, "recv": self.recv, "isend": self.isend, "irecv": self.irecv,
+            "batch_isend_irecv": self.batch_isend_irecv, "P2POp": P2POp,
             "get_rank": lambda group=None: rank, "get_world_size": lambda group=None: ws,
             "is_initialized": lambda: True, "is_available": lambda: True,
             "get_backend": lambda group=None: "gloo",
@@ -196,9 +274,8 @@ class Proxy:
             table[name] = functools.partial(self.all_gather_into_tensor, _name=name)
         for name in SCATTER_FROM:
             table[name] = functools.partial(self.reduce_scatter_tensor, _name=name)
-        for name in ("all_to_all", "all_to_all_single", "send", "recv", "isend", "irecv", "gather",
-                     "scatter", "reduce", "new_group", "all_gather_object", "broadcast_object_list",
-                     "monitored_barrier", "batch_isend_irecv"):
+        for name in ("all_to_all", "all_to_all_single", "gather", "scatter", "reduce", "new_group",
+                     "all_gather_object", "broadcast_object_list", "monitored_barrier"):
             table[name] = self._unsupported(name)
         for namespace in (dist, c10d):
             for name, fn in table.items():

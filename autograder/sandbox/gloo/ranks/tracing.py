@@ -12,7 +12,12 @@ the student module is imported. Each call records one plain-dict event:
 
 `bytes` is the payload: the largest tensor argument (a list counts as the
 sum of its tensors), i.e. the reduced tensor, the gathered tensor of an
-all-gather, the tensor before scattering of a reduce-scatter. `grads_before`
+all-gather, the tensor before scattering of a reduce-scatter, the message
+of a point-to-point op. A point-to-point event also names its "peer" (the
+rank sent to or received from) and, once something waited for it,
+"waited": how many ops this rank had issued by then (its own "seq" for a
+blocking send or recv), which places the wait among the issues: a pipeline
+stage's recv is waited for when its data is needed. `grads_before`
 places the call relative to the backward pass: how many gradients of the
 watched module had been produced in this phase when the call was made
 (`watch_gradients` registers its post-accumulate-grad hooks before any
@@ -46,6 +51,8 @@ TRACED_OPS = ("all_reduce", "broadcast", "reduce", "all_gather", "all_gather_int
               "all_gather_single", "reduce_scatter", "reduce_scatter_tensor", "reduce_scatter_single",
               "_all_gather_base", "_reduce_scatter_base", "all_to_all", "all_to_all_single",
               "gather", "scatter", "barrier", "send", "recv", "isend", "irecv")
+P2P_OPS = ("send", "recv", "isend", "irecv")
+PEER_ARGS = ("dst", "src", "group_dst", "group_src")
 
 
 def _payload(value: Any) -> tuple[int, str | None]:
@@ -68,6 +75,8 @@ class TracedWork:
 
     def wait(self, *args, **kwargs):
         label = f"waiting for {self._label}"
+        if "peer" in self._event and self._event.get("waited") is None:
+            self._event["waited"] = self._tracer.seq
         self._tracer.enter(label)
         try:
             done = self._work.wait(*args, **kwargs)
@@ -180,8 +189,14 @@ class Tracer:
                      "group": tracer._group_label(bound.get("group")), "bytes": size,
                      "dtype": dtype, "async": is_async, "phase": tracer.phase,
                      "grads_before": tracer.grads, "start": time.monotonic(), "end": None}
+            peer = ""
+            if name in P2P_OPS:
+                given = next((bound[k] for k in PEER_ARGS if bound.get(k) is not None), None)
+                event["peer"] = given if isinstance(given, int) and not isinstance(given, bool) else None
+                event["waited"] = None if is_async else tracer.seq
+                peer = f" {'to' if 'send' in name else 'from'} rank {event['peer']}"
             tracer.events.append(event)
-            label = f"{name} #{tracer.seq} ({size:,} bytes, {tracer.phase})"
+            label = f"{name}{peer} #{tracer.seq} ({size:,} bytes, {tracer.phase})"
             tracer.last = label
             tracer.enter(label)
             tracer._depth += 1

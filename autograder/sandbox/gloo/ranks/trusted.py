@@ -11,10 +11,12 @@ expected value are therefore out of the student's reach.
 
 Per scenario (`serve_run`): `prepare` (trusted: the rank's own data and
 weights), then the student half in the student's process, then `report`
-(trusted). Messages to the grader: {"at": label|null} while blocked in a
-collective, then {"result": value} (with "events", the run's trace, when the
-run asked for it: `traced`), {"error": text, "collectives": n} or
-{"died": true} when the student's process ended.
+(trusted). Point-to-point ops are started when asked for and waited for when
+the student's process waits (autograder/sandbox/gloo/ranks/p2p.py).
+Messages to the grader: {"at": label|null} while blocked in a collective,
+then {"result": value} (with "events", the run's trace, when the run asked
+for it: `traced`), {"error": text, "collectives": n} or {"died": true} when
+the student's process ended.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ import torch.distributed as dist
 from shardlab.autograder.sandbox.gloo.ranks.proxy import GATHER_INTO, SCATTER_FROM
 from shardlab.autograder.sandbox.gloo.ranks.channel import (Channel, ProtocolError, describe, pack_tensors,
                                                              tensor_bytes, tensor_from)
+from shardlab.autograder.sandbox.gloo.ranks.p2p import P2P_REQUESTS, P2PFailed, P2PRequestError, PointToPoint
 from shardlab.autograder.sandbox.gloo.ranks.scenarios import SCENARIOS, RankContext, record_mark
 from shardlab.autograder.sandbox.gloo.ranks.tracing import Tracer, explain
 
@@ -115,6 +118,7 @@ def serve_run(run: dict, student: Channel, to_grader: Callable[..., None], trace
     scenario = SCENARIOS[run["scenario"]]
     tracer.reset()
     ctx = RankContext(rank, world_size, tracer)
+    p2p = PointToPoint(rank, world_size, lambda: tracer.phase)
 
     def failed(text: str, **extra) -> None:
         where = f" [{tracer.where()}]" if tracer.seq else ""
@@ -137,7 +141,24 @@ def serve_run(run: dict, student: Channel, to_grader: Callable[..., None], trace
         if frame is None:
             return to_grader(died=True)
         header, payload = frame
-        if "op" in header:
+        if header.get("op") in P2P_REQUESTS or "wait" in header:
+            call_id = header.get("wait", header.get("id"))
+            try:
+                if "wait" in header:          # the answer of a point-to-point op: when it is waited for
+                    received = p2p.wait(call_id)
+                    if received is None:
+                        student.send({"id": call_id})
+                    else:
+                        student.send({"id": call_id, **describe(received)}, tensor_bytes(received))
+                else:
+                    p2p.issue(header, payload)
+            except P2PFailed as exc:
+                student.send({"id": call_id, "failed": str(exc)[:MAX_ERROR_CHARS]})
+                return failed(str(exc))
+            except P2PRequestError as exc:
+                student.send({"id": call_id, "failed": str(exc)[:MAX_ERROR_CHARS]})
+                return failed(f"{header.get('op', 'wait')!s:.40}: {exc}")
+        elif "op" in header:
             try:
                 result = perform(header, payload, world_size)
             except (CollectiveRequestError, ProtocolError) as exc:
@@ -157,6 +178,10 @@ def serve_run(run: dict, student: Channel, to_grader: Callable[..., None], trace
                 return failed(f"the student's process sent more than {MAX_MARKS} marks")
             record_mark(ctx, header)
         elif "result" in header:
+            try:
+                p2p.drain()
+            except P2PFailed as exc:
+                return failed(str(exc))
             try:
                 value = scenario.report(ctx, header["result"], **run["args"])
                 return to_grader(result=value, **traced(run, tracer, ctx))
