@@ -133,3 +133,135 @@ def test_the_student_process_holds_no_answer_key(submission, cfg):
         assert grader <= {"shardlab.reference.toy_models", "shardlab.reference.comm4d_mesh",
                           "shardlab.autograder.sandbox.jail",
                           "shardlab.autograder.sandbox.worker", "shardlab.autograder.sandbox.student_values"}, grader
+
+
+# ---- point-to-point ops (question 5): what a student's process may ask for -------------
+
+P2P = r'''
+import gc, json, struct
+import torch
+import torch.distributed as dist
+
+def ring():
+    """The honest baseline: each rank sends to the next and receives from the previous."""
+    r, p = dist.get_rank(), dist.get_world_size()
+    out, got = torch.full((3,), float(r)), torch.empty(3)
+    work = dist.isend(out, dst=(r + 1) % p)
+    dist.recv(got, src=(r - 1) % p)
+    work.wait()
+    return got.tolist()
+
+def sizes_disagree():
+    """Rank 0 sends 2 values, rank 1 expects 3: without care gloo would abort the receiving process."""
+    if dist.get_rank() == 0:
+        dist.send(torch.ones(2), dst=1)
+    else:
+        dist.recv(torch.empty(3), src=0)
+
+def _raw(header, payload=b""):
+    """A frame written straight to the trusted process, past the proxy's own checks."""
+    proxy = next(o for o in gc.get_objects() if type(o).__name__ == "Proxy")
+    proxy.channel.send(header, payload)
+    return proxy._result(header.get("id", header.get("wait")))
+
+def _send(peer, tag=0, shape=(2,), payload=8):
+    return _raw({"op": "isend", "id": 10**6, "peer": peer, "tag": tag, "async": True,
+                 "dtype": "torch.float32", "shape": list(shape)}, bytes(payload))
+
+def bad_peer():
+    return _send(5)
+
+def own_rank():
+    return _send(dist.get_rank())
+
+def bad_tag():
+    return _send(1 - dist.get_rank(), tag=1 << 40)
+
+def lying_size():
+    return _send(1 - dist.get_rank(), shape=(4,), payload=8)
+
+def huge_recv():
+    return _raw({"op": "irecv", "id": 10**6, "peer": 1 - dist.get_rank(), "tag": 0, "async": True,
+                 "recv": {"dtype": "torch.float32", "shape": [1 << 40]}})
+
+def stray_wait():
+    return _raw({"wait": [1]})
+'''
+
+
+def test_p2p_is_traced_with_its_peer_and_a_size_mismatch_hangs_instead_of_aborting(submission):
+    from shardlab.autograder.sandbox.gloo.launch import run_gloo
+    from shardlab.autograder.engine.parts import Call
+    root = submission(probe=P2P)
+    calls = [Call("probe", "run_function", {"world_size": 3, "function": "ring"}),
+             Call("probe", "run_function", {"world_size": 2, "function": "sizes_disagree"})]
+    ring, disagree = run_gloo(str(root), calls).outcomes
+    assert ring.error is None, ring.error
+    assert [rank["value"] for rank in ring.value] == [[2.0] * 3, [0.0] * 3, [1.0] * 3]
+    sent, received = ring.value[1]["collectives"]
+    assert (sent["op"], sent["peer"], sent["bytes"], received["op"], received["peer"]) == ("isend", 2, 12,
+                                                                                         "irecv", 0)
+    # the tag gloo sees carries the size, so the two never pair: both wait, and time out
+    assert disagree.error.startswith("rank 0 hung: send to rank 1 (8 bytes, sizes_disagree) timed out: "
+                                     "rank 1 posted no matching recv from rank 0 of that size"), disagree.error
+
+
+@pytest.mark.parametrize("function, refusal", [
+    ("bad_peer", "isend with rank 5: ranks are 0 to 1"),
+    ("own_rank", "which is this rank itself"),
+    ("bad_tag", "this process group takes tags 0 to 7"),
+    ("lying_size", "8 bytes for a torch.float32 tensor of shape [4]"),
+    ("huge_recv", "over the cap"),
+    ("stray_wait", "a wait for no outstanding point-to-point op"),
+])
+def test_a_forged_p2p_request_is_refused_by_the_trusted_process(submission, function, refusal):
+    """Frames written past the proxy: the trusted process refuses each with one line
+    (its own words, not a crash: the rank does not die)."""
+    from shardlab.autograder.sandbox.gloo.launch import run_gloo
+    from shardlab.autograder.engine.parts import Call
+    root = submission(probe=P2P)
+    out = run_gloo(str(root), [Call("probe", "run_function", {"world_size": 2, "function": function})]).outcomes[0]
+    assert out.error is not None and refusal in out.error, out.error
+    assert "ended its process" not in out.error
+
+
+PIPELINE = FORGE + r'''
+class OneFOneBPipeline:
+    """Never communicates. Loads the weights the harness's own single-process
+    training gives with the run's public seed, trains its stage alone on what it
+    was given, and sends its trusted process marks dressed as traced sends."""
+
+    def __init__(self, stage_module, stage, num_stages, num_microbatches):
+        self.module, self.stage, self.p, self.m = stage_module, stage, num_stages, num_microbatches
+        self.found = _forge_everything()
+
+    def step(self, inputs, targets, loss_fn):
+        train = next((o for o in gc.get_objects() if callable(o)
+                      and getattr(o, "__name__", "") == "pipeline_single_process"), None)
+        per = 4 // self.p
+        for seed in SEEDS.get(f"{self.p} {self.m}", []):
+            if train is not None:
+                whole = train("sgd", 2, seed, self.m)
+                with torch.no_grad():
+                    for j in range(per):
+                        for w in ("w_in", "w_out"):
+                            name = f"blocks.{self.stage * per + j}.{w}.weight"
+                            getattr(self.module[j], w).weight.copy_(torch.tensor(whole[name]))
+        proxy = next((o for o in gc.get_objects() if type(o).__name__ == "Proxy"), None)
+        for k in range(2 * self.m):
+            if proxy is not None:
+                proxy.mark("collective", op="isend", peer=self.stage + 1, bytes=96, seq=k)
+        loss_fn(self.module(inputs), targets).backward()
+'''
+
+
+def test_a_pipeline_that_never_communicates_earns_nothing(submission, cfg):
+    from shardlab.autograder.engine.plan import part_cases
+    seeds = {}
+    for case in part_cases(cfg, "5.9"):
+        a = case.calls[0].args
+        seeds.setdefault(f"{a['world_size']} {a['microbatches']}", []).append(a["seed"])
+    root = submission(pipeline=PIPELINE.replace("SEEDS.get", f"{seeds!r}.get"))
+    report = grade_folder(root, cfg, modules={"pipeline"})
+    earned = {p: report.part(p).score for p in ("5.9", "5.10", "5.11")}
+    assert earned == {"5.9": 0.0, "5.10": 0.0, "5.11": 0.0}, {p: report.part(p).feedback for p in earned}
