@@ -186,13 +186,13 @@ def worked(cfg) -> dict[str, Worked]:
     for stage, where in ((0, "first"), (p - 1, "last")):
         k = inflight_microbatches("1f1b", p, m, stage)
         out[f"inflight_1f1b_{where}"] = Worked(
-            f"1F1B: micro-batches in flight on the {where} stage (s = {stage})", "min(m, p − s)",
+            f"1F1B: micro-batches in flight on the {where} stage (s = {stage})", "min(m,p − s)",
             f"min({m}, {p} − {stage})", k, f"{k} micro-batch{'es' if k != 1 else ''}")
     for schedule, name in (("gpipe", "GPipe"), ("1f1b", "1F1B")):
         for stage, where in ((0, "first"), (p - 1, "last")):
             k = inflight_microbatches(schedule, p, m, stage)
             b = stage_activation_bytes(schedule, d, f, layers, p, m, t, stage)
-            formula = "m" if schedule == "gpipe" else "min(m, p − s)"
+            formula = "m" if schedule == "gpipe" else "min(m,p − s)"
             out[f"act_{schedule}_{where}"] = Worked(
                 f"{name}: activations held by the {where} stage (s = {stage})",
                 f"{formula} · (L/p) · T_mb · (D + F) · 2", f"{k} · {n(one_mb)}", b,

@@ -84,7 +84,7 @@ def _inflight_args(cfg, rng):
 def _activation_args(cfg, rng):
     mod = cfg.model
     p, m, t, *_ = _course(cfg)
-    small = dict(d_model=8, d_ff=24, num_blocks=4, p=2, m=4, tokens_per_microbatch=5)
+    small = dict(d_model=8, d_ff=24, num_blocks=4, p=2, m=4, tokens_per_microbatch=3)
     yield dict(schedule="1f1b", **small, stage=0), True, "1F1B, a tiny model"
     yield dict(schedule="afab", **small, stage=1), True, "GPipe, a tiny model"
     course = dict(d_model=mod.d_model, d_ff=mod.d_ff, num_blocks=mod.num_blocks, p=p, m=m, tokens_per_microbatch=t)
@@ -103,7 +103,7 @@ def _activation_args(cfg, rng):
 def _p2p_args(cfg, rng):
     mod = cfg.model
     _, m, t, *_ = _course(cfg)
-    yield dict(d_model=8, tokens_per_microbatch=5, m=4), True, "a tiny model"
+    yield dict(d_model=8, tokens_per_microbatch=3, m=4), True, "a tiny model"
     yield dict(d_model=mod.d_model, tokens_per_microbatch=t, m=m), False, COURSE
     yield dict(d_model=8, tokens_per_microbatch=5, m=4, bytes_per_value=4), False, "edge case: FP32 on the wire"
     yield dict(d_model=16, tokens_per_microbatch=3, m=1), False, "edge case: one micro-batch"
