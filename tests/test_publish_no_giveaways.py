@@ -45,7 +45,7 @@ from shardlab.autograder.publish.formats import mathml, notebook_json
 from shardlab.autograder.publish.mathtext import to_tex
 from shardlab.autograder.publish.render import build
 from shardlab.autograder.publish.roster import build_roster
-from shardlab.autograder.questions import answer_key
+from shardlab.autograder.questions import all_parts, answer_key
 
 pytestmark = pytest.mark.pure
 
@@ -156,9 +156,10 @@ def _printed(text: str) -> list[Printed]:
 
 
 def _given(cfg) -> set[float]:
-    """Every number of the course config, and the mesh's chip count N = X·Y (the handout
-    states it with the mesh)."""
+    """Every number of the course config, the mesh's chip count N = X·Y (the handout
+    states it with the mesh), and every task id, which reads as a number ("Task 5.11")."""
     found = {float(cfg.mesh.x * cfg.mesh.y)}
+    found |= {float(p.id) for p in all_parts() if re.fullmatch(r"\d+\.\d+", p.id)}
 
     def walk(x):
         if dataclasses.is_dataclass(x):

@@ -53,15 +53,13 @@ def _draw(cfg: CourseConfig, rng: random.Random) -> CourseConfig:
     )
 
 
-def _pipeline(course: PipelineConfig, num_blocks: int) -> PipelineConfig | None:
+def _pipeline(course: PipelineConfig, num_blocks: int) -> PipelineConfig:
     """The course's pipeline made to split the variant's blocks evenly (docs/spec.md, question 5):
-    the stage count in 2..16 that divides them closest to the course's, and the most chunks per
-    stage up to the course's that divide a stage; None when no such stage count exists. It draws
-    nothing, so the other numbers of a variant are those drawn before question 5 existed."""
-    stages = [p for p in range(2, 17) if num_blocks % p == 0]
-    if not stages:
-        return None
-    p = min(stages, key=lambda k: (abs(k - course.stages), k))
+    the stage count above 1 that divides them closest to the course's (a prime number of blocks
+    gets a stage per block), and the most chunks per stage up to the course's that divide a stage.
+    It draws nothing and rejects no draw, so a variant's other numbers are those it had before
+    question 5 existed."""
+    p = min((k for k in range(2, num_blocks + 1) if num_blocks % k == 0), key=lambda k: (abs(k - course.stages), k))
     v = max(k for k in range(1, course.chunks + 1) if (num_blocks // p) % k == 0)
     return dataclasses.replace(course, stages=p, chunks=v)
 
@@ -84,9 +82,9 @@ def variant_config(cfg: CourseConfig, student_id: str) -> CourseConfig:
     rng = random.Random(variant_seed(cfg.secret, student_id))
     for _ in range(1000):
         drawn = _draw(cfg, rng)
-        pipeline = _pipeline(cfg.pipeline, drawn.model.num_blocks)
-        if pipeline is not None and _sensible(drawn):
-            return dataclasses.replace(drawn, pipeline=pipeline, source=f"the variant of student {student_id}")
+        if _sensible(drawn):
+            return dataclasses.replace(drawn, pipeline=_pipeline(cfg.pipeline, drawn.model.num_blocks),
+                                       source=f"the variant of student {student_id}")
     raise ShardlabError(f"no sensible variant found for student {student_id}")  # pragma: no cover
 
 

@@ -103,7 +103,8 @@ def draw(p: int, m: int, t_f: float, t_b: float, to_scale: bool, titles: dict[st
             if op.length / step * width_pt > 7 * len(str(m - 1)) + 3:     # every label of a kind, or none
                 ax.text(op.start + op.length / 2, op.stage, str(op.microbatch), ha="center", va="center",
                         color="white", fontsize=8)
-        ax.set_yticks(range(p), [f"stage {s}" for s in range(p)], fontsize=8.5 if p <= 8 else 6)
+        shown = range(0, p, max(1, p // 12))              # a deep pipeline names every few stages
+        ax.set_yticks(shown, [f"stage {s}" for s in shown], fontsize=8.5 if p <= 8 else 7)
         ax.set_ylim(p - 0.5, -0.5)
         ax.set_xlim(0, step)
         ax.set_title((titles or {}).get(kind, title), fontsize=9.5, loc="left")
