@@ -158,6 +158,21 @@ def sizes_disagree():
     else:
         dist.recv(torch.empty(3), src=0)
 
+def never_waited():
+    """An isend nobody waits for: the trusted process waits for it before the report."""
+    if dist.get_rank() != 1:
+        if dist.get_rank() == 0:
+            dist.isend(torch.arange(4.0), dst=1)
+        return None
+    got = torch.empty(4)
+    dist.recv(got, src=0)
+    return got.tolist()
+
+def never_received():
+    """An isend no rank receives: it fails the run when the report waits for it."""
+    if dist.get_rank() == 0:
+        dist.isend(torch.ones(2), dst=1, tag=3)
+
 def _raw(header, payload=b""):
     """A frame written straight to the trusted process, past the proxy's own checks."""
     proxy = next(o for o in gc.get_objects() if type(o).__name__ == "Proxy")
@@ -194,16 +209,23 @@ def test_p2p_is_traced_with_its_peer_and_a_size_mismatch_hangs_instead_of_aborti
     from shardlab.autograder.engine.parts import Call
     root = submission(probe=P2P)
     calls = [Call("probe", "run_function", {"world_size": 3, "function": "ring"}),
-             Call("probe", "run_function", {"world_size": 2, "function": "sizes_disagree"})]
-    ring, disagree = run_gloo(str(root), calls).outcomes
+             Call("probe", "run_function", {"world_size": 2, "function": "sizes_disagree"}),
+             Call("probe", "run_function", {"world_size": 3, "function": "never_waited"}),
+             Call("probe", "run_function", {"world_size": 3, "function": "never_received"})]
+    ring, disagree, unwaited, unreceived = run_gloo(str(root), calls).outcomes
     assert ring.error is None, ring.error
     assert [rank["value"] for rank in ring.value] == [[2.0] * 3, [0.0] * 3, [1.0] * 3]
     sent, received = ring.value[1]["collectives"]
     assert (sent["op"], sent["peer"], sent["bytes"], received["op"], received["peer"]) == ("isend", 2, 12,
                                                                                          "irecv", 0)
-    # the tag gloo sees carries the size, so the two never pair: both wait, and time out
-    assert disagree.error.startswith("rank 0 hung: send to rank 1 (8 bytes, sizes_disagree) timed out: "
-                                     "rank 1 posted no matching recv from rank 0 of that size"), disagree.error
+    # the tag gloo sees carries the size, so the two never pair: both wait, and time out (whichever
+    # times out first closes the connection, and the other says so)
+    assert disagree.error.startswith("rank 0 hung: send to rank 1 (8 bytes, sizes_disagree)"), disagree.error
+    assert "rank 1 posted no matching recv from rank 0 of that size" in disagree.error
+    # what the student's process never waited for is waited for before the report, within the timeout
+    assert unwaited.error is None and unwaited.value[1]["value"] == [0.0, 1.0, 2.0, 3.0], unwaited.error
+    assert unreceived.error.startswith("rank 0 hung: send to rank 1 (8 bytes, tag 3, never_received, never "
+                                       "waited for) timed out"), unreceived.error
 
 
 @pytest.mark.parametrize("function, refusal", [

@@ -137,8 +137,11 @@ class PointToPoint:
         else:
             op = f"recv from rank {peer} ({size}{tag}{during}{never})"
             missing = f"rank {peer} sent no matching message to rank {self.rank}"
-        if "timed out" not in gloo.lower():
-            return f"{op} failed: {gloo}"
-        return (f"{op} timed out: {missing} of that size. Sends and recvs must pair up in the same order "
-                f"on both ranks; with gloo a send waits for its recv, so two ranks that both send (or both "
-                f"receive) first wait for each other")
+        advice = ("Sends and recvs must pair up in the same order on both ranks; with gloo a send waits for "
+                  "its recv, so two ranks that both send (or both receive) first wait for each other")
+        if "timed out" in gloo.lower():
+            return f"{op} timed out: {missing} of that size. {advice}"
+        if "by peer" in gloo.lower():      # the peer's own op timed out first, and gloo closed the pair
+            return (f"{op} found no partner: rank {peer} timed out on its side first and closed the "
+                    f"connection; {missing} of that size. {advice}")
+        return f"{op} failed: {gloo}"
