@@ -13,9 +13,10 @@ only by the point-to-point ops the trusted processes perform and trace
   ("blocks.<i>.w_in.weight"; claimed by the student's process);
 - "steps": per step, "p2p": the point-to-point ops the trusted process
   performed, in the order asked for, [["send" | "recv", peer, bytes,
-  issued, waited], ...], where `issued` is the op's place among the rank's
-  ops (1, 2, ...) and `waited` how many ops had been issued when the
-  student's process first waited for it (None: never); "other": any other
+  issued, waited], ...], where `issued` is the op's place among the ops the
+  rank has issued (its trace's running "seq") and `waited` the count of
+  issued ops when the student's process first waited for it (None: never),
+  so the two order issues and waits on one scale; "other": any other
   collective; "saved": the peak number of micro-batches whose activations
   the stage's autograd graphs held during the step, counted in the
   student's process by saved-tensor hooks the harness wraps around `step`
