@@ -294,9 +294,9 @@ DISTRIBUTED_PARTS = (
               misconceptions=(Misconception("GPipe order", GPIPE_ORDER_MSG,
                                             lambda case: _schedules(case, schedule.gpipe)),)),
     _run_part("5.11", "micro-batches in flight", 2, PIPELINE_IN_FLIGHT, _limits,
-              "per step, stage s holds at most min(m, p - s) micro-batches forwarded and not yet "
-              "backwarded: in the traced order and in the activations saved for backward "
-              "(counted with saved-tensor hooks)",
+              "per step, no stage holds more micro-batches forwarded and not yet backwarded than "
+              "1F1B allows it (Task 5.5's count): in the traced order and in the activations saved "
+              "for backward (counted with saved-tensor hooks)",
               misconceptions=(Misconception("GPipe", GPIPE_ORDER_MSG, lambda case: _limits(case, schedule.gpipe)),)),
 )
 
