@@ -204,8 +204,9 @@ def preload() -> None:
 
 def _first_calls() -> None:
     """One tiny forward, backward and update: torch sets up its operators and
-    autograd on first use (about 0.1 s of CPU), and doing it here, before any
-    fork, saves it in every rank and worker. CPU only, one thread: autograd
+    autograd on first use (about 0.1 s of CPU, and 0.4 s more for the first
+    backward from a given gradient, which imports sympy), and doing it here,
+    before any fork, saves it in every rank and worker. CPU only, one thread: autograd
     starts no threads for the CPU, so forking afterwards stays safe."""
     import torch
     from torch import nn
@@ -213,6 +214,8 @@ def _first_calls() -> None:
         model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 8))
         loss = nn.functional.mse_loss(model(torch.randn(4, 8)), torch.randn(4, 8))
         loss.backward()
+        out = model(torch.randn(4, 8))
+        out.backward(torch.ones_like(out))   # a backward from a given gradient (a pipeline stage's) imports sympy
         with torch.no_grad():
             for p in model.parameters():
                 p.add_(p.grad, alpha=-0.1)
