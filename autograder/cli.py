@@ -271,7 +271,7 @@ def answers(config_path, as_json):
         click.echo(json.dumps({n: {k: vars(w) for k, w in worked.items()} for n, worked in key.items()},
                               default=str))
         return
-    for q in questions():
+    for q in questions(cfg):
         if str(q.number) not in key:
             continue
         table = Table(title=f"Question {q.number} — {q.title}")
@@ -330,7 +330,7 @@ def _run_check(cfg) -> bool:
     from rich.progress import Progress
     from shardlab.autograder.engine.selfcheck import fixtures, run_check
     with Progress(console=console, transient=True) as progress:
-        task = progress.add_task("grading solutions, stubs and wrong submissions", total=2 + len(fixtures()))
+        task = progress.add_task("grading solutions, stubs and wrong submissions", total=2 + len(fixtures(cfg)))
         rows = run_check(cfg, progress=lambda: progress.advance(task))
     table = Table(title="Self-check")
     for col in ("submission", "score", "as declared"):

@@ -31,6 +31,8 @@ class Key:
             raise ShardlabError(f"config {where} must be an integer, got {value!r}")
         if self.kind is str and not isinstance(value, str):
             raise ShardlabError(f"config {where} must be a string, got {value!r}")
+        if self.kind is tuple and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            raise ShardlabError(f"config {where} must be a list of strings, got {value!r}")
         if self.kind is bool and not isinstance(value, bool):
             raise ShardlabError(f"config {where} must be true or false, got {value!r}")
         if self.kind is int and value <= 0 and self.name != "seed":
@@ -38,7 +40,7 @@ class Key:
         if self.choices and value not in self.choices:
             raise ShardlabError(
                 f"config {where} must be one of {', '.join(map(repr, self.choices))}, got {value!r}")
-        return value
+        return tuple(value) if self.kind is tuple else value
 
 
 _DEVICES = tuple(HARDWARE)
@@ -54,6 +56,10 @@ SCHEMA: tuple[Key, ...] = (
     Key("course", "secret", str, "",
         "course secret that, with a student id, seeds per-student variants (`build --roster`) "
         "and turns on grading answers.toml; empty: no variants"),
+    Key("course", "questions", tuple, (),
+        "the questions this course sets, by module name (\"memory\", \"fsdp\", \"comm4d\", \"buckets\", "
+        "\"pipeline\"); handouts, solutions, the starter kit, the otter zip and grading follow it. "
+        "Empty or absent: every question"),
     Key("course", "answer_points", int, 1,
         "points per question for the handout numbers in answers.toml (only with a secret)"),
     Key("model", "name", str, "XXL", "the model's name in the handout"),
@@ -186,7 +192,8 @@ class CourseConfig:
     fsdp: FsdpConfig
     buckets: BucketsConfig = BucketsConfig()
     pipeline: PipelineConfig = PipelineConfig()
-    points: tuple[tuple[str, float], ...] = ()   # [points] overrides, (part id, points)
+    points: tuple[tuple[str, float], ...] = ()   # [points] overrides, (part id or question name, points)
+    questions: tuple[str, ...] = ()              # [course] questions: module names; () = every question
     source: str = "default course (reference/course.toml)"
     secret: str = ""            # per-student variants and answers.toml grading when set
     answer_points: int = 1
@@ -239,6 +246,7 @@ def _parse(data: dict, source: str) -> CourseConfig:
                                 HARDWARE[v("pipeline", "device")],
                                 v("pipeline", "target_bubble_percent")).checked(v("model", "num_blocks")),
         points=tuple(sorted(points.items())),
+        questions=v("course", "questions"),
         source=source,
         secret=v("course", "secret"),
         answer_points=v("course", "answer_points"),

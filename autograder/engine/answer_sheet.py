@@ -59,7 +59,7 @@ def _asked(key: str, cfg) -> bool:
 def answer_sheet(cfg) -> dict[str, dict[str, Worked]]:
     """{"q<number>": {key: Worked}}: the numbers answers.toml carries for this config."""
     sheet = {}
-    for q in questions():
+    for q in questions(cfg):
         if not q.worked:
             continue
         items = {k: w for k, w in q.worked(cfg).items()

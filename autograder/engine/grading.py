@@ -235,7 +235,7 @@ def grade_folder(root: Path, cfg, limits: Limits = Limits(), label: str | None =
     machine lacks a wall (sandbox/walls.py)."""
     check_points_config(cfg)
     walls = required_walls(cfg)
-    chosen = [q for q in questions() if modules is None or q.module in modules]
+    chosen = [q for q in questions(cfg) if modules is None or q.module in modules]
     graded, output, printed = grade_parts(root, cfg, [p for q in chosen for p in q.parts if p.kind == "auto"],
                                           limits)
     sections = read_writeup(Path(root))

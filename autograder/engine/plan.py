@@ -112,7 +112,7 @@ def warm(cfg) -> dict[str, str]:
     setup.sh runs this through `shardlab warm`. Returns {part id: reason} for
     the parts whose reference failed (empty when all is well)."""
     failed = {}
-    for part in all_parts():
+    for part in all_parts(cfg):
         if part.kind == "auto":
             _, reason = expected_or_error(cfg, part.id)
             if reason:

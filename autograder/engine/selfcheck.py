@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Iterator
 
 from shardlab.autograder.engine.grading import Report, grade_folder
+from shardlab.autograder.questions import questions
 from shardlab.autograder.sandbox.process import Limits
 from shardlab.autograder import content
 from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS
@@ -50,7 +51,14 @@ class Fixture:
         return 0.0 if any(fnmatch.fnmatch(part_id, pat) for pat in self.zero) else max_score
 
 
-def fixtures() -> list[Fixture]:
+def fixtures(cfg=None) -> list[Fixture]:
+    """The hand-made wrong submissions (tests/submissions/), those of the
+    course's questions only when given a config."""
+    chosen = {q.module for q in questions(cfg)}
+    return [f for f in _all_fixtures() if f.modules <= chosen]
+
+
+def _all_fixtures() -> list[Fixture]:
     out = []
     for expect in sorted(FIXTURES.glob("*/expect.toml")):
         data = tomllib.loads(expect.read_text())
@@ -115,7 +123,7 @@ def run_check(cfg, limits: Limits = Limits(), progress=None) -> list[tuple[str, 
         rows.append((name, report, mismatches(report, None, full)))
         if progress:
             progress()
-    for fx in fixtures():
+    for fx in fixtures(cfg):
         with assembled(fx) as root:
             report = grade_folder(root, cfg, limits, label=fx.name, modules=fx.modules)
         rows.append((fx.name, report, mismatches(report, fx, False)))

@@ -31,19 +31,19 @@ _HEADING = re.compile(r"^## +(\S+)[^\n]*$", re.M)
 _COMMENT = re.compile(r"<!--.*?-->", re.S)
 
 
-def written_parts() -> list:
-    """Every hand-graded part, in handout order."""
-    return [p for q in questions() for p in q.parts if p.kind == "manual"]
+def written_parts(cfg=None) -> list:
+    """Every hand-graded part of the course's questions (all questions without a config), in handout order."""
+    return [p for q in questions(cfg) for p in q.parts if p.kind == "manual"]
 
 
-def writeup_template() -> str:
+def writeup_template(cfg=None) -> str:
     """The blank writeup.md of the starter kit: one section per written part."""
     lines = ["# Written answers", "",
              "One section per written deliverable of the handout. Keep each `## <task id>` heading as it is",
              "and write your answer (calculations, then your sentence or paragraph) under it, in Markdown.",
              "Hand this file in beside `assignments/`; graders read it, the autograder only checks that",
              "every section has an answer.", ""]
-    for part in written_parts():
+    for part in written_parts(cfg):
         lines += [f"## {part.id} {part.title}", "", f"<!-- {part.description} -->", "", PLACEHOLDER, ""]
     return "\n".join(lines)
 

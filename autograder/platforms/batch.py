@@ -208,7 +208,8 @@ def grade_many(paths: list[str], out: Path, config_path: str | None, jobs: int =
             if on_result:
                 on_result(name, report, skipped=False)
     write_atomic(out / "gradebook.csv", gradebook_csv(results))
-    write_written_answers(out / "written", results)
+    from shardlab.reference.config import load_config
+    write_written_answers(out / "written", results, load_config(config_path))
     return results
 
 
@@ -219,13 +220,13 @@ def _fenced(text: str) -> str:
     return f"{fence}text\n{text}\n{fence}"
 
 
-def write_written_answers(folder: Path, results: dict[str, dict]) -> list[Path]:
-    """One file per hand-graded part (engine/writeup.py): every submission's
-    answer from its writeup.md, or that it has none, for the graders."""
+def write_written_answers(folder: Path, results: dict[str, dict], cfg=None) -> list[Path]:
+    """One file per hand-graded part of the course (engine/writeup.py): every
+    submission's answer from its writeup.md, or that it has none, for the graders."""
     from shardlab.autograder.engine.writeup import written_parts
     folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for part in written_parts():
+    for part in written_parts(cfg):
         lines = [f"# {part.id} {part.title}", "", f"_{part.description}_", ""]
         for name in sorted(results):
             answer = (results[name].get("written") or {}).get(part.id)

@@ -42,6 +42,7 @@ MESH_INCH = 0.55         # inches per chip in the mesh
 @dataclass(frozen=True)
 class Diagram:
     name: str
+    question: str                      # the module of the question it illustrates
     student_alt: str | None            # None: solutions only
     solutions_alt: Callable            # cfg -> alt text with the course's numbers
     draw: Callable                     # (cfg, to_scale) -> matplotlib Figure
@@ -395,22 +396,22 @@ def _pipeline_alt(cfg) -> str:
 
 
 DIAGRAMS = {d.name: d for d in (
-    Diagram("fsdp_timeline",
+    Diagram("fsdp_timeline", "fsdp",
             "FSDP timeline: while one unit computes its forward, the next unit's all-gather runs; when the "
             "all-gather takes longer than the forward, the next forward waits and the gap is exposed.",
             _fsdp_alt, _draw_fsdp),
-    Diagram("mesh",
+    Diagram("mesh", "comm4d",
             "An X by Y mesh of chips: the weight shards are all-gathered along X (the FSDP axis, one column of "
             "chips); the input is all-gathered and the output reduce-scattered along Y (the tensor-parallel "
             "axis, one row of chips).",
             _mesh_alt, _draw_mesh),
-    Diagram("ddp_buckets",
+    Diagram("ddp_buckets", "buckets",
             "DDP with buckets: each bucket's all-reduce starts as soon as backward has produced its gradients, "
             "so the transfers overlap the backward pass; every call pays its overhead, and what has not "
             "finished when backward ends is exposed.",
             _ddp_alt, _draw_ddp),
-    Diagram("bucket_overhead", None, _overhead_alt, _draw_overhead),
-    Diagram("pipeline_schedules",
+    Diagram("bucket_overhead", "buckets", None, _overhead_alt, _draw_overhead),
+    Diagram("pipeline_schedules", "pipeline",
             "Pipeline schedules, one row per stage: GPipe runs every micro-batch's forward, then every "
             "backward; 1F1B runs a few warm-up forwards, then alternates one forward and one backward, then "
             "drains the remaining backwards. The grey slots are the idle time of each stage.",
@@ -441,9 +442,13 @@ def figure_file(name: str, solutions: bool) -> str:
 
 
 def document_figures(cfg, solutions: bool) -> dict[str, tuple[str, str, bytes]]:
-    """{name: (relative path, alt text, PNG bytes)} of one document's diagrams."""
+    """{name: (relative path, alt text, PNG bytes)} of one document's diagrams (the course's questions')."""
+    from shardlab.autograder.questions import questions
+    chosen = {q.module for q in questions(cfg)}
     out = {}
     for d in DIAGRAMS.values():
+        if d.question not in chosen:
+            continue
         if solutions:
             out[d.name] = (figure_file(d.name, True), d.solutions_alt(cfg), diagram_png(cfg, d.name, True))
         elif d.student_alt:

@@ -114,8 +114,9 @@ def is_distributed(part) -> bool:
     return part.kind == "auto" and part.probe == "gloo"
 
 
-def distributed_parts() -> list:
-    return [p for q in questions() for p in q.parts if is_distributed(p)]
+def distributed_parts(cfg=None) -> list:
+    """The distributed parts of the course's questions (all questions without a config)."""
+    return [p for q in questions(cfg) for p in q.parts if is_distributed(p)]
 
 
 def public_runs(cfg) -> dict[str, list[dict]]:
@@ -124,7 +125,7 @@ def public_runs(cfg) -> dict[str, list[dict]]:
     shows it), note, compare (a name in run_checks), expected, mistakes [[value, message]]."""
     out: dict[str, list[dict]] = {}
     with public_seeds():
-        for q in questions():
+        for q in questions(cfg):
             runs = out.setdefault(str(q.number), [])
             for part in filter(is_distributed, q.parts):
                 for case in part_cases(cfg, part.id):

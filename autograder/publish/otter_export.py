@@ -257,7 +257,8 @@ def build_autograder(cfg, config_text: str, out: Path, roster_text: str | None =
     out.mkdir(parents=True, exist_ok=True)
     target = (out / "autograder.zip").resolve()
     # visibility needs only the cases, not the (sometimes costly) expected values
-    files = {f"q{q.number}": (question_file_title(str(q.number), q.title), question_cases(q, cfg)) for q in questions()}
+    files = {f"q{q.number}": (question_file_title(str(q.number), q.title), question_cases(q, cfg))
+             for q in questions(cfg)}
     sheet = sheet_parts(cfg)           # with a course secret: answers.toml, per student variant
     if sheet:
         files["qanswers"] = (question_file_title("answers", SHEET_TITLE),
@@ -317,7 +318,7 @@ def gradescope_points(cfg) -> float:
     """The number to enter as the Gradescope assignment's autograder points:
     shardlab's max_score (every auto part but the bonus, plus the answers
     sheet with a course secret); a bonus earned shows as extra credit."""
-    auto = sum(part_points(p, cfg) for q in questions() for p in q.parts if p.kind == "auto" and not p.bonus)
+    auto = sum(part_points(p, cfg) for q in questions(cfg) for p in q.parts if p.kind == "auto" and not p.bonus)
     return _number(auto + cfg.answer_points * len(sheet_parts(cfg)))
 
 

@@ -19,7 +19,7 @@ def context(cfg, solutions: bool, figures: dict | None = None, student: dict | N
     """figures: solutions' image paths by name (None: not drawn); student:
     {id, name, answers} for a per-student handout (publish/roster.py)."""
     qs = []
-    for q in questions():
+    for q in questions(cfg):
         qs.append(dict(
             number=q.number, title=q.title, module=q.module, template=f"questions/{q.template}",
             worked=q.worked(cfg) if q.worked else {},

@@ -117,7 +117,7 @@ def _mistakes(part: Part, case, k: int, expected) -> list:
 def public_checks(cfg) -> dict[str, dict[str, list[dict]]]:
     """{question number: {part id: [{"id", "check": kwargs of comparison.check}]}}."""
     out = {}
-    for q in questions():
+    for q in questions(cfg):
         parts = {}
         for part in filter(local_part, q.parts):
             cases, expected = part_plan(cfg, part.id)
@@ -137,21 +137,23 @@ def public_checks(cfg) -> dict[str, dict[str, list[dict]]]:
 
 def _readme(cfg, distributed: dict[str, str]) -> str:
     return environment().get_template("starter_readme.md.j2").render(
-        cfg=cfg, questions=questions(), distributed=distributed)
+        cfg=cfg, questions=questions(cfg), modules={q.module for q in questions(cfg)}, distributed=distributed)
 
 
 def kit_files(cfg, handout_md: str) -> dict[str, str | bytes]:
     """Path in the kit -> text (or a figure's PNG bytes)."""
     checks = public_checks(cfg)
     runs = public_runs(cfg)
-    files = {f"assignments/{name}": text for name, text in generated_stubs().items()}
+    modules = {f"{q.module}.py" for q in questions(cfg)}
+    files = {f"assignments/{name}": text for name, text in generated_stubs().items()
+             if name in modules or name == "__init__.py"}
     files.update(harness_files())           # tests/shardlab_check.py and tests/shardlab_local/
     files["tests/conftest.py"] = CONFTEST
     files["tests/public_cases.json"] = json.dumps(
         {q: [c for part in parts.values() for c in part] for q, parts in checks.items()}, indent=1)
     files["tests/public_runs.json"] = json.dumps(runs)
     distributed = {}
-    for q in questions():
+    for q in questions(cfg):
         distributed.update({r["part"]: r["title"] for r in runs[str(q.number)]})
         ours = runs[str(q.number)]
         text = TEST_FILE.format(number=q.number, title=q.title,
@@ -162,7 +164,7 @@ def kit_files(cfg, handout_md: str) -> dict[str, str | bytes]:
         files[f"tests/test_q{q.number}_{q.module}.py"] = text
     files["pyproject.toml"] = KIT_PYPROJECT.format(name="shardlab-starter-kit", torch=content.torch_version())
     files["README.md"] = _readme(cfg, distributed)
-    files[WRITEUP_FILE] = writeup_template()
+    files[WRITEUP_FILE] = writeup_template(cfg)
     files.update({path: png for path, _, png in document_figures(cfg, False).values()})   # the handout's
     files["handout.md"] = handout_md
     files["handout.ipynb"] = notebook_json(cfg, handout_md, checks)

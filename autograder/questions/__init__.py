@@ -24,7 +24,8 @@ class Question:
 
 
 @lru_cache(maxsize=1)
-def questions() -> tuple[Question, ...]:
+def registered() -> tuple[Question, ...]:
+    """Every question defined in this package, by number."""
     found = []
     for info in pkgutil.iter_modules(__path__):
         mod = importlib.import_module(f"{__name__}.{info.name}")
@@ -33,26 +34,64 @@ def questions() -> tuple[Question, ...]:
     return tuple(sorted(found, key=lambda q: q.number))
 
 
-def all_parts() -> list[Part]:
-    return [p for q in questions() for p in q.parts]
+def questions(cfg=None) -> tuple[Question, ...]:
+    """The questions a course sets: its config's `[course] questions` (module
+    names; empty means all), in number order; without a config, every
+    registered question. Everything a course produces (handout, solutions,
+    starter kit, otter zip, grading, `shardlab check`) goes through this."""
+    chosen = getattr(cfg, "questions", ()) if cfg is not None else ()
+    return tuple(q for q in registered() if not chosen or q.module in chosen)
+
+
+def all_parts(cfg=None) -> list[Part]:
+    return [p for q in questions(cfg) for p in q.parts]
+
+
+def _question_of(part: Part) -> Question:
+    return next(q for q in registered() if part in q.parts)
 
 
 def part_points(part: Part, cfg) -> float:
-    """Points of a part for this course: the config's [points] override or the default."""
-    return dict(cfg.points).get(part.id, part.points) if part.kind == "auto" else 0.0
+    """Points of a part for this course. `[points] "<part id>" = x` sets one
+    part; `[points] <question> = total` scales that question's auto parts
+    (after any part overrides) so that its non-bonus parts sum to `total`,
+    keeping their proportions (bonus parts scale with them)."""
+    if part.kind != "auto":
+        return 0.0
+    overrides = dict(cfg.points)
+    own = overrides.get(part.id, part.points)
+    q = _question_of(part)
+    if q.module not in overrides:
+        return own
+    base = sum(overrides.get(p.id, p.points) for p in q.parts if p.kind == "auto" and not p.bonus)
+    return own * overrides[q.module] / base if base else 0.0
 
 
 def check_points_config(cfg) -> None:
-    ids = {p.id for p in all_parts()}
-    unknown = sorted(set(dict(cfg.points)) - ids)
+    """One-line errors for a course config that names what does not exist or is not set:
+    an unknown question in [course] questions; a [points] key that is neither a part id
+    nor a question name, or that belongs to a question the course does not set."""
+    known = [q.module for q in registered()]
+    unknown = [name for name in getattr(cfg, "questions", ()) if name not in known]
     if unknown:
-        raise ShardlabError(f"config [points] names unknown parts: {', '.join(unknown)} "
-                            f"(parts: {', '.join(sorted(ids))})")
+        raise ShardlabError(f"config [course] questions names unknown questions: {', '.join(unknown)} "
+                            f"(known: {', '.join(known)})")
+    chosen = {q.module for q in questions(cfg)}
+    owner = {p.id: q.module for q in registered() for p in q.parts} | {m: m for m in known}
+    bad = sorted(k for k in dict(cfg.points) if k not in owner)
+    if bad:
+        raise ShardlabError(f"config [points] names unknown parts: {', '.join(bad)} "
+                            f"(parts: {', '.join(sorted(p for p in owner if p not in known))}; "
+                            f"or a question's total: {', '.join(known)})")
+    unset = sorted(k for k in dict(cfg.points) if owner[k] not in chosen)
+    if unset:
+        raise ShardlabError(f"config [points] gives points to {', '.join(unset)}, of questions this course "
+                            f"does not set ([course] questions: {', '.join(sorted(chosen))})")
 
 
 def answer_key(cfg) -> dict[str, dict]:
-    """{question number: {key: Worked}}: every question's worked derivations for this config."""
-    return {str(q.number): q.worked(cfg) for q in questions() if q.worked}
+    """{question number: {key: Worked}}: the course's questions' worked derivations for this config."""
+    return {str(q.number): q.worked(cfg) for q in questions(cfg) if q.worked}
 
 
 def task_ids() -> dict[tuple[str, str], str]:
