@@ -263,7 +263,7 @@ def test_walls_command_prints_the_walls_and_fails_only_when_required(tmp_path, m
 def memory_only(monkeypatch):
     """`shardlab grade` on the memory question alone (fast)."""
     real = grading.questions
-    monkeypatch.setattr(grading, "questions", lambda: tuple(q for q in real() if q.module in MEMORY))
+    monkeypatch.setattr(grading, "questions", lambda cfg=None: tuple(q for q in real(cfg) if q.module in MEMORY))
 
 
 def test_lighter_walls_are_said_in_cli_text_json_and_batch_feedback(tmp_path, monkeypatch, capsys,

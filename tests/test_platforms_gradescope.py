@@ -164,9 +164,10 @@ def test_whole_kit_submissions_grade_in_full(image, otter_env, tmp_path, shape):
     assert_gradescope_results(results)
     failing = [t["name"] for t in _graded(results) if float(t["score"]) < float(t["max_score"])]
     assert failing == [], [t.get("output", "")[:300] for t in _graded(results) if t["name"] in failing]
-    # docs/spec.md's points: Q1 14, Q2 18 plus the 1-point bonus 2.11, Q3 12 (3.7 is by hand), Q4 13
-    assert [float(t["max_score"]) for t in _graded(results)] == [14, 18, 12, 13]
-    assert _total(results) == (58, 57)              # the bonus is extra credit on Gradescope's 57
+    # docs/spec.md's points: Q1 14, Q2 18 plus the 1-point bonus 2.11, Q3 12 (3.7 is by hand), Q4 13,
+    # Q5 20 (5.1-5.8 11, 5.9-5.11 9)
+    assert [float(t["max_score"]) for t in _graded(results)] == [14, 18, 12, 13, 20]
+    assert _total(results) == (78, 77)              # the bonus is extra credit on Gradescope's 77
     assert [t["name"] for t in results["tests"]] == [t["name"] for t in _graded(results)]   # no summary entry
     assert run.cache_after == cache_before          # started warm: nothing had to be computed and cached
 

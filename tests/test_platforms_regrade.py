@@ -17,10 +17,11 @@ from shardlab.autograder.platforms import otter as otter_runtime
 from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS
 from helpers import assert_one_line_error, run_cli
 
-# The shipped course's points, as README's "Gradescope" section states them (57; the solutions
-# 58 / 57): question 1 14, question 2 18 plus the 1-point bonus 2.11, question 3 12 (3 (d) is
-# graded by hand), question 4 13. The stubs earn nothing.
-MAX_POINTS = 14 + 18 + 12 + 13
+# The shipped course's points, as README's "Gradescope" section states them (77; the solutions
+# 78 / 77): question 1 14, question 2 18 plus the 1-point bonus 2.11, question 3 12 (3 (d) is
+# graded by hand), question 4 13, question 5 20 (5.1-5.8: 11, 5.9-5.11: 4 + 3 + 2). The stubs
+# earn nothing.
+MAX_POINTS = 14 + 18 + 12 + 13 + 20
 SOLUTIONS_SCORE = MAX_POINTS + 1
 
 # Gradescope's layout: Ruby-symbol keys, a quoted :sid:, :history: entries without submitters
