@@ -1,9 +1,9 @@
 """The grader's feedback draws the student's own timeline (issue 14, item 5,
 grader side; engine/timelines.py, platforms/batch.draw_timelines): one traced
-step of 4.7's and 2.11's first graded run, timed by the ranks' trusted
-processes, beside each submission's feedback; read here from the written
-Chrome trace's own timestamps, as tests/test_publish_kit_timelines.py reads
-the kit's."""
+step of 4.7's, 2.11's and 5.10's first graded run, timed by the ranks'
+trusted processes, beside each submission's feedback; read here from the
+written Chrome trace's own timestamps, as tests/test_publish_kit_timelines.py
+reads the kit's, and for the pipeline from the orders drawn (issue 16)."""
 import csv
 import json
 import shutil
@@ -17,11 +17,14 @@ from shardlab.autograder.engine.selfcheck import assembled, fixtures, folder_of
 from shardlab.autograder.engine.timelines import drawn_cases, timeline
 from shardlab.autograder.platforms import batch
 from shardlab.autograder.platforms.otter import question_output
+from shardlab.autograder.publish.kit_timelines import DRAWN
+from shardlab.autograder.publish.pipeline_timeline import drawn_schedules, traced_orders
 from shardlab.autograder.publish.stubs import SOLUTIONS
 from shardlab.autograder.sandbox.process import Outcome
 
 PNG = b"\x89PNG\r\n\x1a\n"
-STEMS = ("bucketed-ddp", "fsdp")
+STEMS = ("bucketed-ddp", "fsdp", "pipeline")
+DDP, PIPELINE = (next(d for d in DRAWN if d.part == part) for part in ("4.7", "5.10"))
 
 
 def _fixture(name: str):
@@ -36,17 +39,25 @@ def test_batch_feedback_draws_each_graded_run_from_the_trusted_trace(tmp_path):
         roots = {"good": good, "late": late, "crashed": crashed}
         for name, root in roots.items():
             shutil.copytree(root, tmp_path / name)
+        with assembled(_fixture("pipeline_gpipe_order")) as gpipe:     # late DDP and GPipe's order in one
+            shutil.copy(gpipe / "assignments" / "pipeline.py", tmp_path / "late" / "assignments" / "pipeline.py")
     out = tmp_path / "out"
     done = run_cli("grade", *(str(tmp_path / n) for n in roots), "--jobs", "2", "--out", str(out), timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     rows = {row["submission"]: row for row in csv.DictReader((out / "gradebook.csv").open())}
     assert [rows[n]["4.7"] for n in roots] == ["2", "0", "0"]        # scored as the fixtures declare
     assert [rows[n]["2.11"] for n in roots] == ["1", "1", "1"]
+    assert [rows[n]["5.10"] for n in roots] == ["3", "0", "3"]
     traces = {}
     for name in roots:
         feedback = (out / "feedback" / f"{name}.md").read_text()
-        drawn = STEMS if name != "crashed" else ("fsdp",)           # a crashed run: no timeline, no error
-        assert feedback.count("  - Timeline: rank 0: ") == len(drawn), feedback
+        drawn = STEMS if name != "crashed" else ("fsdp", "pipeline")   # a crashed run: no timeline, no error
+        assert feedback.count("  - Timeline: ") == len(drawn), feedback
+        # p = 2, m = 4 (the first public case): 1F1B runs one warm-up forward on stage 0, none on stage 1
+        assert ("stage 0: FFFFBBBB, up to 4 in flight (1F1B: FFBFBFBB, up to 2); stage 1: FFFFBBBB, up to 4 in "
+                "flight (1F1B: FBFBFBFB, up to 1)" if name == "late" else
+                "stage 0: FFBFBFBB, up to 2 in flight, as 1F1B; stage 1: FBFBFBFB, up to 1 in flight, as 1F1B") \
+            in feedback, feedback
         for stem in drawn:
             assert (out / "feedback" / name / f"{stem}.png").read_bytes()[:8] == PNG
             assert f"{name}/{stem}.png" in feedback and f"{name}/{stem}.trace.json" in feedback
@@ -76,21 +87,22 @@ def _step_events(k: int = 2) -> list[list[dict]]:
 def test_the_first_public_case_is_drawn_and_a_failed_run_is_not():
     call = Call("buckets", "ddp_train", {"world_size": 2, "seed": 1})
     hidden, public = Case((call,), False, "hidden"), Case((call,), True, "public")
-    assert drawn_cases({"4.7": [hidden, public], "1.1": [public]}) == {"4.7": (1, "bucketed-ddp", "step 2")}
-    assert drawn_cases({"2.11": [hidden]}) == {"2.11": (0, "fsdp", "1")}
-    assert timeline(public, "bucketed-ddp", "step 2", [Outcome(error="rank 1 ended its process")]) is None
-    assert timeline(public, "bucketed-ddp", "step 2", [Outcome(value=[1, 2])]) is None     # no trace asked
-    drawn = timeline(public, "bucketed-ddp", "step 2", [Outcome(value=[1, 2], trace=_step_events())])
+    assert drawn_cases({"4.7": [hidden, public], "1.1": [public]}) == {"4.7": (1, ("4.7", "bucketed-ddp", "step 2",
+                                                                                  "overlap"))}
+    assert drawn_cases({"2.11": [hidden]}) == {"2.11": (0, ("2.11", "fsdp", "1", "overlap"))}
+    assert timeline(public, DDP, [Outcome(error="rank 1 ended its process")]) is None
+    assert timeline(public, DDP, [Outcome(value=[1, 2])]) is None     # no trace asked
+    drawn = timeline(public, DDP, [Outcome(value=[1, 2], trace=_step_events())])
     assert drawn["title"] == f"{call.show()}, step 2" and "1 of 1 all-reduces started before" in drawn["summary"]
     assert json.loads(json.dumps(drawn)) == drawn                   # plain JSON
-    secret = timeline(hidden, "bucketed-ddp", "step 2", [Outcome(value=[1, 2], trace=_step_events())])
+    secret = timeline(hidden, DDP, [Outcome(value=[1, 2], trace=_step_events())])
     assert "seed" not in secret["title"] and secret["title"].startswith("a hidden case of ddp_train (hidden)")
-    assert timeline(public, "bucketed-ddp", "step 2", [Outcome(value=[1], trace=[[{"kind": "phase"}]])]) is None
+    assert timeline(public, DDP, [Outcome(value=[1], trace=[[{"kind": "phase"}]])]) is None
 
 
 @pytest.mark.pure
 def test_feedback_names_the_drawing_and_gradescope_shows_the_summary(tmp_path: Path):
-    drawn = timeline(Case((Call("buckets", "ddp_train", {"world_size": 2}),), True), "bucketed-ddp", "step 2",
+    drawn = timeline(Case((Call("buckets", "ddp_train", {"world_size": 2}),), True), DDP,
                      [Outcome(value=[1, 2], trace=_step_events())])
     report = {"status": "ok", "score": 2, "max_score": 4, "questions": [{"id": "4", "title": "DDP", "score": 2,
               "max_score": 4, "parts": [
@@ -104,3 +116,52 @@ def test_feedback_names_the_drawing_and_gradescope_shows_the_summary(tmp_path: P
     text = batch.feedback_markdown("alice", report)
     assert text.count("  - Timeline: ") == 1 and "alice/bucketed-ddp.png" in text
     assert "timeline" not in report["questions"][0]["parts"][0]     # the events are drawn, then dropped
+
+
+def _pipeline_events(*orders: str) -> list[list[dict]]:
+    """Each stage's trace of step 2 for its order of forwards (F) and backwards (B),
+    as the trusted processes record it: a forward sends its activation on (the last
+    stage's waits for it), a backward sends its gradient back (stage 0's waits for it)."""
+    p, ranks = len(orders), []
+    for s, order in enumerate(orders):
+        events, seq = [{"kind": "phase", "name": "step 2", "t": 0.0}], 0
+        for k, kind in enumerate(order):
+            before, after = (s - 1, s + 1) if kind == "F" else (s + 1, s - 1)   # where its input comes from, goes to
+            ops = [("recv", q) for q in (before,) if 0 <= q < p] + [("send", q) for q in (after,) if 0 <= q < p]
+            for op, peer in ops:
+                seq += 1
+                events.append({"kind": "collective", "op": "i" + op, "seq": seq, "peer": peer, "bytes": 96,
+                               "async": True, "phase": "step 2", "start": k + seq / 100, "end": k + 0.5,
+                               "waited": seq})
+        ranks.append(events + [{"kind": "phase", "name": "optimizer 2", "t": 99.0}])
+    return ranks
+
+
+@pytest.mark.pure
+def test_the_pipeline_drawing_shows_the_traced_order_beside_1f1b(tmp_path: Path):
+    case = Case((Call("pipeline", "pipeline_train", {"world_size": 2, "microbatches": 4}),), True)
+    ideal = [{"order": "FFBFBFBB"}, {"order": "FBFBFBFB"}]           # 1F1B, p = 2, m = 4 (docs/spec.md)
+    gpipe = _pipeline_events("FFFFBBBB", "FFFFBBBB")
+    assert traced_orders(gpipe) == ["FFFFBBBB", "FFFFBBBB"]
+    drawn = timeline(case, PIPELINE, [Outcome(value=[1, 2], trace=gpipe)], [ideal])
+    assert drawn["ideal"] == ["FFBFBFBB", "FBFBFBFB"] and drawn["kind"] == "pipeline"
+    assert drawn["summary"].startswith("stage 0: FFFFBBBB, up to 4 in flight (1F1B: FFBFBFBB, up to 2)")
+    mine, best, how = drawn_schedules(traced_orders(drawn["events"]), drawn["ideal"])
+    assert how.startswith("laid out")
+    stage0 = sorted((op for op in mine if op.stage == 0), key=lambda op: op.start)
+    assert "".join(op.kind for op in stage0) == "FFFFBBBB" and [op.microbatch for op in stage0] == [0, 1, 2, 3] * 2
+    # t_f = 1, t_b = 2: stage 1's first backward (of micro-batch 0) ends at 1 + 4 + 2 = 7, where stage 0's begins
+    assert stage0[4].start == 7 and max(op.end for op in mine) == max(op.end for op in best) == 15
+    ideal0 = sorted((op for op in best if op.stage == 0), key=lambda op: op.start)
+    assert "".join(op.kind for op in ideal0) == "FFBFBFBB" and ideal0[2].start == 4    # B0 as soon as stage 1 ends it
+    # a trace whose orders cannot all run (stage 1 sends back a gradient before any forward) is drawn back to back
+    assert drawn_schedules(["FB", "BF"], ["FB", "FB"])[2].startswith("drawn back to back: they cannot all run")
+    report = {"status": "ok", "score": 0, "max_score": 3, "questions": [{"id": "5", "title": "Pipeline", "score": 0,
+              "max_score": 3, "parts": [{"id": "5.10", "title": "order", "score": 0, "max_score": 3,
+                                         "feedback": "no", "timeline": drawn}]}]}
+    lines = batch.draw_timelines(report, tmp_path / "bob")
+    assert lines == [f"5.10: {drawn['summary']} (one traced step of your first graded run: bob/pipeline.png, and "
+                     "bob/pipeline.trace.json for https://ui.perfetto.dev)"]
+    assert (tmp_path / "bob" / "pipeline.png").read_bytes()[:8] == PNG
+    trace = json.loads((tmp_path / "bob" / "pipeline.trace.json").read_text())["traceEvents"]
+    assert sum(e["ph"] == "X" and e["name"].startswith("isend") for e in trace) == 8    # 4 per stage, measured

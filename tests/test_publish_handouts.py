@@ -94,13 +94,14 @@ def test_notebook_validates_and_runs_on_the_solutions(out, tmp_path):
     passed = [text for text in printed if text]
     assert len(passed) == len(code) - 1, printed
     assert all("public checks passed" in t or "public runs passed on local gloo ranks" in t
-               or t.startswith("saved ") or t.startswith(("bucketed-ddp: ", "fsdp: ")) for t in passed), printed
-    # the overlap tasks' timelines, drawn from this run and shown inline (a PNG in the cell's output)
+               or t.startswith(("saved ", "bucketed-ddp: ", "fsdp: ", "pipeline: ")) for t in passed), printed
+    # the drawn tasks' timelines, drawn from this run and shown inline (a PNG in the cell's output)
     shown = {c.source: [o for o in c.outputs if "image/png" in o.get("data", {})] for c in code
              if c.source.startswith("show_timeline(")}
-    assert set(shown) == {"show_timeline('4.7')", "show_timeline('2.11')"}
+    assert set(shown) == {"show_timeline('4.7')", "show_timeline('2.11')", "show_timeline('5.10')"}
     assert all(len(images) == 1 for images in shown.values()), shown
     assert "started before backward ended" in next(t for t in printed if t.startswith("bucketed-ddp: "))
+    assert "stage 0: FFBFBFBB, up to 2 in flight, as 1F1B" in next(t for t in printed if t.startswith("pipeline: "))
     # each written deliverable's cell saved its (still blank) section of writeup.md
     assert sum(t.startswith("saved ") for t in passed) == len(written_parts())
     assert set(read_writeup(kit)) == {p.id for p in written_parts()}

@@ -76,7 +76,9 @@ def test_stubs_fail_solutions_pass(kit, tmp_path):
                            text=True, timeout=120, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert drawn.returncode == 0, drawn.stderr[-2000:]
     assert "started before backward ended" in drawn.stdout
-    for name in ("bucketed-ddp.png", "bucketed-ddp.trace.json", "fsdp.png", "fsdp.trace.json"):
+    assert "stage 0: FFBFBFBB, up to 2 in flight, as 1F1B" in drawn.stdout       # p = 2, m = 4: one warm-up forward
+    for name in ("bucketed-ddp.png", "bucketed-ddp.trace.json", "fsdp.png", "fsdp.trace.json", "pipeline.png",
+                 "pipeline.trace.json"):
         assert (tmp_path / "kit" / "timelines" / name).stat().st_size > 0
 
 

@@ -199,7 +199,7 @@ def grade_parts(root: Path, cfg, parts: list[Part], limits: Limits = Limits()):
         expected = pool.submit(expected_values)
         outcomes, failed, output, printed = _run_probes(
             root, {pid: c for pid, c in cases.items() if pid not in unstarted}, limits,
-            frozenset((pid, k) for pid, (k, _, _) in drawn.items()))
+            frozenset((pid, k) for pid, (k, _) in drawn.items()))
         with phase("waiting for expected values"):
             expected = expected.result()
     failed.update(unstarted)
@@ -212,8 +212,8 @@ def grade_parts(root: Path, cfg, parts: list[Part], limits: Limits = Limits()):
                              _score_or_error(p, part_points(p, cfg), cases[p.id], values,
                                              [outcomes[(p.id, k)] for k in range(len(cases[p.id]))]))
             if p.id in drawn and not reason:        # after scoring, and never part of it
-                k, stem, step = drawn[p.id]
-                results[p.id].timeline = timeline(cases[p.id][k], stem, step, outcomes[(p.id, k)])
+                k, how = drawn[p.id]
+                results[p.id].timeline = timeline(cases[p.id][k], how, outcomes[(p.id, k)], values[k])
     return results, output, printed
 
 

@@ -66,9 +66,9 @@ class PartResult:
     bonus: its points are not part of the question's max_score; status: 'ok'
     or INTERNAL_ERROR (0 points, flagged for the instructor to regrade);
     groups: how the points split over the case groups (auto parts); timeline: for
-    the overlap parts (publish/kit_timelines.DRAWN), one traced step of the
-    student's first graded run, {"stem", "title", "summary", "events": per
-    rank} (engine/timelines.py), None if that run failed; the front ends draw
+    the drawn parts (publish/kit_timelines.DRAWN), one traced step of the
+    student's first graded run, {"stem", "kind", "title", "summary", "events": per
+    rank, "ideal"} (engine/timelines.py), None if that run failed; the front ends draw
     it beside the feedback (platforms/batch.draw_timelines)."""
 
     id: str

@@ -94,7 +94,7 @@ def draw_timelines(report: dict, folder: Path) -> list[str]:
     files' names, one line of the feedback) instead of the events. Returns
     "<part id>: <note>" per drawing. A part without a timeline (its run failed)
     gets no line; a drawing that fails says so and costs nothing."""
-    from shardlab.autograder.publish.timeline import write_timeline
+    from shardlab.autograder.publish.kit_timelines import write_drawing
     lines = []
     for q in report.get("questions", []):
         for p in q["parts"]:
@@ -102,7 +102,8 @@ def draw_timelines(report: dict, folder: Path) -> list[str]:
             if not timeline:
                 continue
             try:
-                png, trace = write_timeline(timeline["events"], folder, timeline["stem"], timeline["title"])
+                png, trace = write_drawing(timeline.get("kind", "overlap"), timeline["events"], timeline.get("ideal"),
+                                           folder, timeline["stem"], timeline["title"])
                 p["timeline_note"] = (f"{timeline['summary']} (one traced step of your first graded run: "
                                       f"{folder.name}/{png.name}, and {folder.name}/{trace.name} for "
                                       "https://ui.perfetto.dev)")

@@ -124,7 +124,7 @@ def show_timeline(part_id):
     out = Path.cwd() / "timelines"
     for line in draw_timelines(runs, os.getcwd(), out):
         print(line)
-    png = out / (next(stem for part, stem, _ in DRAWN if part == part_id) + ".png")
+    png = out / (next(drawn.stem for drawn in DRAWN if drawn.part == part_id) + ".png")
     if png.exists():
         display(Image(filename=str(png)))
 
@@ -147,7 +147,7 @@ def write_answer(part_id, text):
     print(f"saved {{part_id}} in writeup.md ({{len(text.split())}} words)")
 '''
 
-TIMELINE_PARTS = {part for part, _, _ in DRAWN}     # a timeline cell follows their check cell
+TIMELINE_PARTS = {drawn.part for drawn in DRAWN}    # a timeline cell follows their check cell
 _SECTION = re.compile(r"^(?=#{2,3} )", re.M)
 
 

@@ -53,6 +53,7 @@ SHIPPED = {
     f"{_G}.sandbox.gloo.ranks.scenarios.comm4d": f"{KIT_PACKAGE}.scenarios.comm4d",
     f"{_G}.sandbox.gloo.ranks.scenarios.pipeline": f"{KIT_PACKAGE}.scenarios.pipeline",
     f"{_G}.publish.timeline": f"{KIT_PACKAGE}.timeline",
+    f"{_G}.publish.pipeline_timeline": f"{KIT_PACKAGE}.pipeline_timeline",
     f"{_G}.publish.kit_timelines": "timelines",          # tests/timelines.py: `python tests/timelines.py`
     f"{_G}.bench.buckets_ranks": f"{KIT_PACKAGE}.bench_ranks",
     f"{_G}.bench.buckets": "bench_buckets",              # tests/bench_buckets.py: Q4(c)'s experiment
