@@ -18,7 +18,7 @@ from shardlab.autograder.engine.timelines import drawn_cases, timeline
 from shardlab.autograder.platforms import batch
 from shardlab.autograder.platforms.otter import question_output
 from shardlab.autograder.publish.kit_timelines import DRAWN
-from shardlab.autograder.publish.pipeline_timeline import drawn_schedules, traced_orders
+from shardlab.autograder.publish.pipeline_timeline import draw_traced, drawn_schedules, pipeline_summary, traced_orders
 from shardlab.autograder.publish.stubs import SOLUTIONS
 from shardlab.autograder.sandbox.process import Outcome
 
@@ -165,3 +165,15 @@ def test_the_pipeline_drawing_shows_the_traced_order_beside_1f1b(tmp_path: Path)
     assert (tmp_path / "bob" / "pipeline.png").read_bytes()[:8] == PNG
     trace = json.loads((tmp_path / "bob" / "pipeline.trace.json").read_text())["traceEvents"]
     assert sum(e["ph"] == "X" and e["name"].startswith("isend") for e in trace) == 8    # 4 per stage, measured
+
+
+@pytest.mark.pure
+def test_a_flood_of_pipeline_ops_gives_a_short_line_and_no_bars(tmp_path: Path):
+    flood = _pipeline_events("F" * 3000 + "B" * 3000, "FB" * 3000)     # a student's 12,000 messages in one step
+    ideal = ["FFBFBFBB", "FBFBFBFB"]
+    line = pipeline_summary(flood, ideal)
+    assert len(line) < 400 and "(6,000 in all), up to 3000 in flight" in line
+    mine, best, how = drawn_schedules(traced_orders(flood), ideal)
+    assert mine == [] and len(best) == 16 and how.startswith("not drawn: 12,000 forwards and backwards")
+    draw_traced(flood, ideal, tmp_path / "flood.png", "a flood")
+    assert (tmp_path / "flood.png").read_bytes()[:8] == PNG

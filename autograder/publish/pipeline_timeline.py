@@ -23,11 +23,15 @@ a toy model on CPU (those are in the Chrome trace written beside it).
 """
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
 from shardlab.autograder.engine.run_checks import in_flight, schedule as order_from_p2p
 
+# A run's order is the student's: however many ops it traced (up to the trusted side's event cap),
+# the summary shows an order's first SHOWN_LETTERS and the drawing at most MAX_DRAWN_OPS bars.
+SHOWN_LETTERS, MAX_DRAWN_OPS = 48, 2_000
 FORWARD, BACKWARD, IDLE, DIFFERS = "#4c72b0", "#55a868", "#f0f0f0", "#c44e52"   # DIFFERS: a stage not in 1F1B order
 
 
@@ -139,12 +143,18 @@ def traced_orders(ranks: list[list[dict]]) -> list[str]:
     return [order_from_p2p(stage, len(ranks), r) for stage, r in enumerate(rows)]
 
 
+def _shown(order: str) -> str:
+    if not order:
+        return "no forwards or backwards"
+    return order if len(order) <= SHOWN_LETTERS else f"{order[:SHOWN_LETTERS]}… ({len(order):,} in all)"
+
+
 def pipeline_summary(ranks: list[list[dict]], ideal: list[str]) -> str:
     """One clause per stage, joined by "; ": its traced order and the most
     micro-batches it held, against 1F1B's (`ideal`, one order per stage)."""
     clauses = []
     for s, (order, want) in enumerate(zip(traced_orders(ranks), ideal)):
-        held = f"{order or 'no forwards or backwards'}, up to {in_flight(order)} in flight"
+        held = f"{_shown(order)}, up to {in_flight(order)} in flight"
         clauses.append(f"stage {s}: {held}" + (", as 1F1B" if order == want
                                                 else f" (1F1B: {want}, up to {in_flight(want)})"))
     return "; ".join(clauses)
@@ -153,7 +163,10 @@ def pipeline_summary(ranks: list[list[dict]], ideal: list[str]) -> str:
 def drawn_schedules(orders: list[str], ideal: list[str]) -> tuple[list[Op], list[Op], str]:
     """What `draw_traced` draws: the traced `orders` and 1F1B's (`ideal`) as
     timed operations, and how the traced ones were placed (`layout`, or
-    `back_to_back` when they cannot all run)."""
+    `back_to_back` when they cannot all run; none past MAX_DRAWN_OPS)."""
+    total = sum(map(len, orders))
+    if total > MAX_DRAWN_OPS:
+        return [], layout(ideal), f"not drawn: {total:,} forwards and backwards are too many bars to draw"
     try:
         mine, how = layout(orders), "laid out as an ideal pipeline runs them"
     except ValueError as exc:
@@ -169,12 +182,16 @@ def draw_traced(ranks: list[list[dict]], ideal: list[str], path, title: str) -> 
     orders, p = traced_orders(ranks), len(ideal)
     mine, best, how = drawn_schedules(orders, ideal)
     length = max(op.end for op in mine + best) if mine + best else 1.0
-    height = 1.75 + 2 * min(0.42 * p, 3.0)
+    rows = min(0.42 * p, 3.0)                                 # inches per panel; a deep pipeline's rows get thinner
+    height = 2.0 + 2 * rows
     fig = Figure(figsize=(10, height), dpi=110)
     axes = fig.subplots(2, 1, sharex=True)
-    fig.subplots_adjust(left=0.09, right=0.8, top=1 - 0.95 / height, bottom=0.45 / height, hspace=0.55)
+    fig.subplots_adjust(left=0.09, right=0.8, top=1 - 1.15 / height, bottom=0.45 / height,
+                        hspace=0.6 / (rows - 0.1))              # 0.6 in between the panels, for the two-line title
     width_pt = 0.71 * 10 * 72
-    panels = ((axes[0], mine, orders, f"Yours, in the order your stages' messages went out, {how}"),
+    how = textwrap.shorten(how, 120, placeholder="…)" if how.endswith(")") else "…")
+    panels = ((axes[0], mine, orders, f"Yours: each stage's forwards and backwards in the order its messages went "
+                                      f"out,\n{how}"),
               (axes[1], best, ideal, "1F1B: warm-up forwards, then one forward and one backward in turn"))
     for ax, ops, its, text in panels:
         notes = [(f"up to {in_flight(o)} in flight", "black" if o == want else DIFFERS) for o, want in zip(its, ideal)]
