@@ -143,7 +143,7 @@ def test_the_pipeline_drawing_shows_the_traced_order_beside_1f1b(tmp_path: Path)
     ideal = [{"order": "FFBFBFBB"}, {"order": "FBFBFBFB"}]           # 1F1B, p = 2, m = 4 (docs/spec.md)
     gpipe = _pipeline_events("FFFFBBBB", "FFFFBBBB")
     assert traced_orders(gpipe) == ["FFFFBBBB", "FFFFBBBB"]
-    drawn = timeline(case, PIPELINE, [Outcome(value=[1, 2], trace=gpipe)], [ideal])
+    drawn = timeline(case, PIPELINE, [Outcome(value=[1, 2], trace=gpipe)], ideal)
     assert drawn["ideal"] == ["FFBFBFBB", "FBFBFBFB"] and drawn["kind"] == "pipeline"
     assert drawn["summary"].startswith("stage 0: FFFFBBBB, up to 4 in flight (1F1B: FFBFBFBB, up to 2)")
     mine, best, how = drawn_schedules(traced_orders(drawn["events"]), drawn["ideal"])

@@ -213,7 +213,7 @@ def grade_parts(root: Path, cfg, parts: list[Part], limits: Limits = Limits()):
                                              [outcomes[(p.id, k)] for k in range(len(cases[p.id]))]))
             if p.id in drawn and not reason:        # after scoring, and never part of it
                 k, how = drawn[p.id]
-                results[p.id].timeline = timeline(cases[p.id][k], how, outcomes[(p.id, k)], values[k])
+                results[p.id].timeline = timeline(cases[p.id][k], how, outcomes[(p.id, k)], values[k][0])
     return results, output, printed
 
 

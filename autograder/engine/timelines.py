@@ -31,8 +31,8 @@ def drawn_cases(cases: dict[str, list[Case]]) -> dict:
 def timeline(case: Case, drawn, got: list[Outcome], expected=None) -> dict | None:
     """{"stem", "kind", "title", "summary", "events", "ideal"} of the case's run:
     each rank's events of the step drawn (publish/timeline.step_window), the
-    drawing's summary line, and what it compares them with (`expected`: the
-    case's expected value, one entry per call); None when the run failed (hung,
+    drawing's summary line, and what it compares them with (publish/kit_timelines.ideal_of
+    of `expected`, the expected value of the case's call); None when the run failed (hung,
     crashed, raised) or came back without a trace. A hidden case's title names
     its group, never its inputs."""
     from shardlab.autograder.publish.kit_timelines import ideal_of, summary
@@ -43,7 +43,7 @@ def timeline(case: Case, drawn, got: list[Outcome], expected=None) -> dict | Non
     call = case.calls[0]
     shown = call.show() if case.public else f"a hidden case of {call.function} ({case.group})"
     try:
-        ideal = ideal_of(drawn.kind, expected[0]) if drawn.kind == "pipeline" else None
+        ideal = ideal_of(drawn.kind, expected)
         events = step_window(run.trace, drawn.step)
         line = summary(drawn.kind, events, ideal)
     except Exception:  # noqa: BLE001 - the marks are the student process's: no timeline, never a failed grading

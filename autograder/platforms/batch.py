@@ -102,8 +102,8 @@ def draw_timelines(report: dict, folder: Path) -> list[str]:
             if not timeline:
                 continue
             try:
-                png, trace = write_drawing(timeline.get("kind", "overlap"), timeline["events"], timeline.get("ideal"),
-                                           folder, timeline["stem"], timeline["title"])
+                png, trace = write_drawing(timeline["kind"], timeline["events"], timeline["ideal"], folder,
+                                           timeline["stem"], timeline["title"])
                 p["timeline_note"] = (f"{timeline['summary']} (one traced step of your first graded run: "
                                       f"{folder.name}/{png.name}, and {folder.name}/{trace.name} for "
                                       "https://ui.perfetto.dev)")
