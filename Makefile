@@ -25,7 +25,7 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m pure
 
 # Speed, memory and batch throughput against import torch, idle and under load (bench/grading.py):
-# several minutes; writes shardlab-out/bench/performance.md and phases.png and README.md's table.
+# several minutes; writes shardlab-out/bench/performance.md and phases.png and docs/performance.md's table.
 bench: $(STAMP)
 	$(BIN)/python bench/grading.py --readme
 

@@ -13,7 +13,7 @@ from rich.text import Text
 from rich.table import Table
 
 from shardlab.autograder.sandbox import untrusted
-from shardlab.autograder.errors import ShardlabError
+from shardlab.autograder.core.errors import ShardlabError
 
 console = Console()
 config_option = click.option("--config", "config_path", type=click.Path(dir_okay=False),
@@ -30,7 +30,7 @@ def _config(path):
 
 def score_table(reports) -> Table:
     """One column per submission, one row per part."""
-    from shardlab.autograder.engine.results import INTERNAL_ERROR
+    from shardlab.autograder.core.results import INTERNAL_ERROR
     table = Table(title="Scores", show_lines=False)
     table.add_column("part")
     for r in reports:
@@ -328,7 +328,7 @@ def stubs(only_check):
 
 def _run_check(cfg) -> bool:
     from rich.progress import Progress
-    from shardlab.autograder.engine.selfcheck import fixtures, run_check
+    from shardlab.autograder.selfcheck import fixtures, run_check
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("grading solutions, stubs and wrong submissions", total=2 + len(fixtures(cfg)))
         rows = run_check(cfg, progress=lambda: progress.advance(task))
@@ -356,7 +356,7 @@ def check(config_path):
 def demo(out_dir):
     """Build everything for the default course and grade solutions and stubs."""
     from shardlab.autograder.engine.grading import grade_folder
-    from shardlab.autograder.engine.selfcheck import folder_of
+    from shardlab.autograder.selfcheck import folder_of
     from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS
     cfg = _config(None)
     _build_all(cfg, None, Path(out_dir))
@@ -387,7 +387,7 @@ def bench_buckets(out_dir, submission, rounds):
     from rich.progress import Progress
     import shardlab.reference.buckets as course_model
     from shardlab.autograder.publish.stubs import SOLUTIONS
-    from shardlab.autograder.bench.buckets import BenchFailed, CostModel, describe, run
+    from shardlab.autograder.kit.bucket_experiment import BenchFailed, CostModel, describe, run
     from shardlab.autograder.engine.submission import open_submission
     with contextlib.ExitStack() as stack:
         if submission:

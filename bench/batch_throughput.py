@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def make_batch(folder: Path, count: int) -> list[str]:
     """`count` zips cycling through solutions, stubs and every fixture."""
-    from shardlab.autograder.engine.selfcheck import assembled, fixtures, folder_of
+    from shardlab.autograder.selfcheck import assembled, fixtures, folder_of
     from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS
     sources = [("solutions", lambda: folder_of(SOLUTIONS)), ("stubs", lambda: folder_of(ASSIGNMENTS))]
     sources += [(fx.name, lambda fx=fx: assembled(fx)) for fx in fixtures()]

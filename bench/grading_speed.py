@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from shardlab.autograder.bench.memory import PeakSampler
+from shardlab.autograder.platforms.process_memory import PeakSampler
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -57,7 +57,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--questions", default="2,3,4", help="question numbers whose gloo parts are graded")
     args = ap.parse_args()
-    from shardlab.autograder.engine.selfcheck import folder_of
+    from shardlab.autograder.selfcheck import folder_of
     from shardlab.autograder.publish.stubs import SOLUTIONS
     source = Path(args.submission) / "assignments" if args.submission else SOLUTIONS
     with folder_of(source) as root:

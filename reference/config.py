@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from shardlab.autograder.errors import ShardlabError
+from shardlab.autograder.core.errors import ShardlabError
 from shardlab.reference.specs import HARDWARE, NETWORKS, Hardware, ModelConfig, Network
 
 

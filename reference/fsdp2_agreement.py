@@ -43,7 +43,7 @@ def _train(rank: int, args: dict) -> None:
     from torch import nn
     from torch.distributed.fsdp import fully_shard
 
-    from shardlab.reference.toy_models import batch, build_model, make_optimizer, shard, train
+    from shardlab.autograder.kit.toy_models import batch, build_model, make_optimizer, shard, train
 
     world = args["world_size"]
     dist.init_process_group("gloo", store=dist.FileStore(args["store"], world), rank=rank,
@@ -137,7 +137,7 @@ def fully_shard_state(model: str, optimizer: str, steps: int, seed: int, world_s
                 return run_group(ranks, result, Path(tmp), launch=launch_rank)
             return run_group([[*RANK_COMMAND, *r] for r in ranks], result, Path(tmp))
     return once_per_machine("fsdp2", args, train,
-                            ("shardlab.reference.fsdp2_agreement", "shardlab.reference.toy_models"), CACHE)
+                            ("shardlab.reference.fsdp2_agreement", "shardlab.autograder.kit.toy_models"), CACHE)
 
 
 def rank_main() -> None:

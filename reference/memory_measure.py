@@ -30,13 +30,13 @@ def measure_training_step(d_model: int, d_ff: int, num_blocks: int, tokens: int,
     imports torch, seconds that would stand before every grading."""
     args = dict(d_model=d_model, d_ff=d_ff, num_blocks=num_blocks, tokens=tokens, seed=seed)
     return MeasuredStep(**once_per_machine("memory-step", args, lambda: vars(_measure(**args)),
-                                           ("shardlab.reference.memory_measure", "shardlab.reference.toy_models")))
+                                           ("shardlab.reference.memory_measure", "shardlab.autograder.kit.toy_models")))
 
 
 def _measure(d_model: int, d_ff: int, num_blocks: int, tokens: int, seed: int) -> MeasuredStep:
     import torch  # imported here: only the real-run check needs torch in the grader
 
-    from shardlab.reference.toy_models import AdamW
+    from shardlab.autograder.kit.toy_models import AdamW
 
     gen = torch.Generator().manual_seed(seed)
     shapes = [(d_ff, d_model), (d_model, d_ff)] * num_blocks       # nn.Linear weight layout (out, in)
@@ -61,7 +61,7 @@ def _measure(d_model: int, d_ff: int, num_blocks: int, tokens: int, seed: int) -
 
     for p, w in zip(master, working):
         p.grad = w.grad.float()                                           # FP32 accumulated grads
-    # the course's AdamW (reference/toy_models.py), tested to step exactly like
+    # the course's AdamW (autograder/kit/toy_models.py), tested to step exactly like
     # torch.optim.AdamW, whose first use costs seconds of compiler-stack imports
     opt = AdamW(master, lr=1e-3)
     opt.step()

@@ -1,4 +1,4 @@
 """Jinja templates of the handout, the solutions and the starter kit's README.
 
-A package only so that `importlib.resources` finds them (autograder/content.py).
+A package only so that `importlib.resources` finds them (autograder/core/content.py).
 """

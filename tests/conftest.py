@@ -25,7 +25,7 @@ import shutil
 import pytest
 
 import shardlab.autograder.sandbox.gloo.group as group
-from shardlab.autograder import content
+from shardlab.autograder.core import content
 from shardlab.autograder.publish.otter_export import build_autograder, config_text
 from shardlab.reference.config import load_config
 

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from shardlab.autograder import content
+from shardlab.autograder.core import content
 
 
 def run_cli(*args: str, cwd=None, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -40,7 +40,7 @@ def assert_graded_as_declared(cfg, fixture, part_ids, within_seconds: float, kit
     checks of the same submission fail exactly the parts whose public cases
     it lost at grading."""
     from shardlab.autograder.engine.grading import grade_part_ids
-    from shardlab.autograder.engine.selfcheck import assembled, part_problems
+    from shardlab.autograder.selfcheck import assembled, part_problems
     start = time.monotonic()
     with assembled(fixture) as root:
         results = grade_part_ids(root, cfg, part_ids)
@@ -53,9 +53,9 @@ def assert_graded_as_declared(cfg, fixture, part_ids, within_seconds: float, kit
 
 
 def assert_kit_agrees(root: Path, kit_runs: dict, results: dict) -> None:
-    """Local public runs (sandbox/gloo/local_checks.py) fail the same parts as
+    """Local public runs (kit/local_checks.py) fail the same parts as
     the public case groups of the grading `results` ({part id: PartResult})."""
-    from shardlab.autograder.sandbox.gloo.local_checks import Ranks, check_run
+    from shardlab.autograder.kit.local_checks import Ranks, check_run
     runs = [r for q in kit_runs.values() for r in q if r["part"] in results]
     ranks = Ranks(str(root))
     failed_locally = set()

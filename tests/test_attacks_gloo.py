@@ -35,8 +35,8 @@ def _forge_everything():
                 found["single_process"] = obj
         except Exception:
             pass
-    for name in ("reference", "shardlab", "shardlab.reference.toy_models", "shardlab.solutions.fsdp",
-                 "shardlab.autograder.sandbox.gloo.ranks.tracing"):
+    for name in ("reference", "shardlab", "shardlab.autograder.kit.toy_models", "shardlab.solutions.fsdp",
+                 "shardlab.autograder.kit.tracing"):
         try:
             __import__(name)
             found[name] = True
@@ -120,7 +120,7 @@ def test_in_rank_forgery_earns_nothing(submission, cfg):
 def test_the_student_process_holds_no_answer_key(submission, cfg):
     """Only harness modules of the grader are in a rank's student process."""
     from shardlab.autograder.sandbox.gloo.launch import run_gloo
-    from shardlab.autograder.engine.parts import Call
+    from shardlab.autograder.core.parts import Call
     root = submission(probe=(
         "import gc, types\n"
         "def modules():\n"
@@ -130,9 +130,9 @@ def test_the_student_process_holds_no_answer_key(submission, cfg):
     assert out.error is None, out.error
     for rank in out.value:
         grader = {m for m in rank["value"] if not m.startswith("shardlab.autograder.sandbox.gloo.")}
-        assert grader <= {"shardlab.reference.toy_models", "shardlab.reference.comm4d_mesh",
+        assert grader <= {"shardlab.autograder.kit.toy_models", "shardlab.autograder.kit.comm4d_mesh",
                           "shardlab.autograder.sandbox.jail",
-                          "shardlab.autograder.sandbox.worker", "shardlab.autograder.sandbox.student_values"}, grader
+                          "shardlab.autograder.sandbox.worker", "shardlab.autograder.kit.student_values"}, grader
 
 
 # ---- point-to-point ops (question 5): what a student's process may ask for -------------
@@ -206,7 +206,7 @@ def stray_wait():
 
 def test_p2p_is_traced_with_its_peer_and_a_size_mismatch_hangs_instead_of_aborting(submission):
     from shardlab.autograder.sandbox.gloo.launch import run_gloo
-    from shardlab.autograder.engine.parts import Call
+    from shardlab.autograder.core.parts import Call
     root = submission(probe=P2P)
     calls = [Call("probe", "run_function", {"world_size": 3, "function": "ring"}),
              Call("probe", "run_function", {"world_size": 2, "function": "sizes_disagree"}),
@@ -240,7 +240,7 @@ def test_a_forged_p2p_request_is_refused_by_the_trusted_process(submission, func
     """Frames written past the proxy: the trusted process refuses each with one line
     (its own words, not a crash: the rank does not die)."""
     from shardlab.autograder.sandbox.gloo.launch import run_gloo
-    from shardlab.autograder.engine.parts import Call
+    from shardlab.autograder.core.parts import Call
     root = submission(probe=P2P)
     out = run_gloo(str(root), [Call("probe", "run_function", {"world_size": 2, "function": function})]).outcomes[0]
     assert out.error is not None and refusal in out.error, out.error

@@ -20,7 +20,7 @@ from shardlab.autograder.sandbox import jail
 from shardlab.autograder.sandbox.gloo.group import GlooLimits
 from shardlab.autograder.sandbox.gloo.launch import run_gloo
 from shardlab.autograder.sandbox.gloo.seeds import grading_secret
-from shardlab.autograder.engine.parts import Call
+from shardlab.autograder.core.parts import Call
 from shardlab.autograder.sandbox.process import Limits, run_calls
 from helpers import run_cli
 

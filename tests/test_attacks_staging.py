@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from shardlab.autograder.sandbox import staging
-from shardlab.autograder.errors import ShardlabError
+from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.publish.stubs import SOLUTIONS
 from shardlab.autograder.engine.submission import open_submission
 from helpers import run_cli

@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from shardlab.autograder.bench.buckets import (BUCKET_MB, CostModel, fit_overhead_bandwidth, fit_step_costs,
+from shardlab.autograder.kit.bucket_experiment import (BUCKET_MB, CostModel, fit_overhead_bandwidth, fit_step_costs,
                                                gradient_bytes, quartiles, summarise, swept_range)
 import shardlab.reference.buckets as course_model
 

@@ -9,8 +9,8 @@ import zipfile
 import pytest
 
 from shardlab.autograder.engine.grading import grade_folder
-from shardlab.autograder.engine.selfcheck import fixtures, folder_of
-from shardlab.autograder.errors import ShardlabError
+from shardlab.autograder.selfcheck import fixtures, folder_of
+from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.publish.stubs import SOLUTIONS
 from shardlab.autograder.questions import check_points_config, part_points, questions
 from shardlab.reference.config import load_config

@@ -3,7 +3,7 @@ missed edge case costs its group's share, not the whole part, and a hidden
 case's feedback names its group but never its inputs.
 
 The expected scores are worked out by hand from the case lists of
-autograder/questions/memory.py (docs/spec.md's points): 1.3
+autograder/questions/memory/__init__.py (docs/spec.md's points): 1.3
 `activation_bytes` is worth 2 points over 4 groups (the course model, a
 tiny model, the edge case tokens = 0, other inputs), 0.5 each.
 """

@@ -33,13 +33,13 @@ from shardlab.autograder.platforms import batch
 from shardlab.autograder import cli
 
 from shardlab.autograder.engine import grading, plan, probes
-from shardlab.autograder.engine.results import INTERNAL_ERROR
+from shardlab.autograder.core.results import INTERNAL_ERROR
 
 from shardlab.autograder.sandbox import jail
 
 from shardlab.autograder.platforms import otter as otter_runtime
-from shardlab.autograder.errors import ShardlabError
-from shardlab.autograder.engine.selfcheck import folder_of
+from shardlab.autograder.core.errors import ShardlabError
+from shardlab.autograder.selfcheck import folder_of
 from shardlab.autograder.publish.stubs import SOLUTIONS
 from shardlab.reference import fsdp2_agreement
 from shardlab.reference.config import load_config

@@ -44,7 +44,7 @@ def worked(cfg) -> dict[str, Worked]:
 
 QUESTION = '''\
 """Question 9 — a toy: the bytes of a model's weights."""
-from shardlab.autograder.engine.parts import EXACT_INT, function_part
+from shardlab.autograder.core.parts import EXACT_INT, function_part
 from shardlab.autograder.questions import Question
 from shardlab.reference import toy as ref
 

@@ -1,6 +1,6 @@
 """What keeps a grading fast: reference results made once per machine
 (reference/cache.py), cases built without importing torch, and the phase
-record the grading benchmark draws (engine/phases.py)."""
+record the grading benchmark draws (core/phases.py)."""
 import json
 import subprocess
 import sys

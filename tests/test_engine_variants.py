@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 
 from shardlab.autograder.engine.answer_sheet import answer_sheet, grade_answers, read_answers, sheet_toml
-from shardlab.autograder.errors import ShardlabError
+from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.engine.grading import grade_folder
 from shardlab.autograder.engine.variants import check_student_id, variant_config
 from shardlab.autograder.publish.roster import read_roster

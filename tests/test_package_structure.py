@@ -94,8 +94,8 @@ def test_a_cycle_would_be_found(monkeypatch):
         def later():
             from shardlab.autograder.engine.grading import grade_folder
     """))
-    tree, is_package = MODULES["shardlab.autograder.engine.parts"]
-    monkeypatch.setitem(MODULES, "shardlab.autograder.engine.parts",
+    tree, is_package = MODULES["shardlab.autograder.core.parts"]
+    monkeypatch.setitem(MODULES, "shardlab.autograder.core.parts",
                         (ast.Module(body=tree.body + planted.body, type_ignores=[]), is_package))
     with pytest.raises(AssertionError, match="engine.parts"):
         test_the_imports_form_no_cycle()

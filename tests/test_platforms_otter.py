@@ -17,11 +17,11 @@ import pytest
 
 from shardlab.autograder.publish.otter_export import is_hidden
 from shardlab.autograder.engine.plan import case_groups, part_cases
-from shardlab.autograder.engine.parts import Case
+from shardlab.autograder.core.parts import Case
 from shardlab.autograder.platforms.otter import (CONFIG_FILE, ENTRY_FILE, REPORT_FILE, finalize_results,
                                                  locate_submission)
 from shardlab.autograder.questions import part_points, questions
-from shardlab.autograder.engine.selfcheck import assembled, fixtures, folder_of
+from shardlab.autograder.selfcheck import assembled, fixtures, folder_of
 from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS
 from shardlab.autograder.sandbox.untrusted import html
 from helpers import assert_gradescope_results, run_cli

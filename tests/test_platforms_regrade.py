@@ -11,7 +11,7 @@ from importlib import metadata
 
 import pytest
 
-from shardlab.autograder.errors import ShardlabError
+from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.platforms import gradescope_export as gx
 from shardlab.autograder.platforms import otter as otter_runtime
 from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS

@@ -13,9 +13,9 @@ import pytest
 from shardlab.autograder.engine import grading
 from shardlab.autograder.engine.answer_sheet import (ROSTER_FILE, Submitters, answer_sheet, grade_answers,
                                                      gradescope_submitters, sheet_toml)
-from shardlab.autograder.engine.results import PartResult
+from shardlab.autograder.core.results import PartResult
 from shardlab.autograder.engine.variants import check_student_id, variant_config
-from shardlab.autograder.errors import ShardlabError
+from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.platforms import otter as otter_runtime
 from shardlab.autograder.publish.roster import read_roster, roster_for_zip
 from shardlab.reference.config import GradescopeConfig

@@ -1,5 +1,5 @@
 """The grader's feedback draws the student's own timeline (issue 14, item 5,
-grader side; engine/timelines.py, platforms/batch.draw_timelines): one traced
+grader side; kit/timelines/feedback.py, platforms/batch.draw_timelines): one traced
 step of 4.7's, 2.11's and 5.10's first graded run, timed by the ranks'
 trusted processes, beside each submission's feedback; read here from the
 written Chrome trace's own timestamps, as tests/test_publish_kit_timelines.py
@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from helpers import all_reduces_against_backward, run_cli
-from shardlab.autograder.engine.parts import Call, Case
-from shardlab.autograder.engine.selfcheck import assembled, fixtures, folder_of
-from shardlab.autograder.engine.timelines import drawn_cases, timeline
+from shardlab.autograder.core.parts import Call, Case
+from shardlab.autograder.selfcheck import assembled, fixtures, folder_of
+from shardlab.autograder.kit.timelines.feedback import drawn_cases, timeline
 from shardlab.autograder.platforms import batch
 from shardlab.autograder.platforms.otter import question_output
-from shardlab.autograder.publish.kit_timelines import DRAWN
-from shardlab.autograder.publish.pipeline_timeline import draw_traced, drawn_schedules, pipeline_summary, traced_orders
+from shardlab.autograder.kit.timelines import DRAWN
+from shardlab.autograder.kit.timelines.pipeline import draw_traced, drawn_schedules, pipeline_summary, traced_orders
 from shardlab.autograder.publish.stubs import SOLUTIONS
 from shardlab.autograder.sandbox.process import Outcome
 

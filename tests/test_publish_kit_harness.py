@@ -7,7 +7,7 @@ from importlib import import_module
 
 import pytest
 
-from shardlab.autograder.errors import ShardlabError
+from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.publish import kit_harness
 from shardlab.autograder.publish.kit_harness import SHIPPED, harness_files, rewrite
 
@@ -48,6 +48,6 @@ def test_a_module_importing_outside_the_kit_is_refused():
 
 
 def test_a_comparator_not_named_in_run_checks_is_refused():
-    from shardlab.autograder.engine.rank_comparison import StatesMatch
-    with pytest.raises(ShardlabError, match="not named in engine/run_checks.py"):
+    from shardlab.autograder.kit.rank_comparison import StatesMatch
+    with pytest.raises(ShardlabError, match="not named in kit/checks/__init__.py"):
         kit_harness.comparator_name(StatesMatch(rtol=0.5))

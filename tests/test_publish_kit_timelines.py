@@ -1,13 +1,13 @@
-"""The timelines of one step (publish/kit_timelines.py, publish/timeline.py), read
+"""The timelines of one step (kit/timelines/__init__.py, kit/timelines/overlap.py), read
 from the Chrome trace's own timestamps: the solutions' all-reduces start before
 backward's last gradient, ddp_never_overlaps' all start after it; and the
-pipeline's traced order beside 1F1B (publish/pipeline_timeline.py)."""
+pipeline's traced order beside 1F1B (kit/timelines/pipeline.py)."""
 import json
 
 import pytest
 
-from shardlab.autograder.engine.selfcheck import assembled, fixtures, folder_of
-from shardlab.autograder.publish.kit_timelines import draw_timelines
+from shardlab.autograder.selfcheck import assembled, fixtures, folder_of
+from shardlab.autograder.kit.timelines import draw_timelines
 from shardlab.autograder.publish.stubs import SOLUTIONS
 from helpers import all_reduces_against_backward
 

@@ -96,7 +96,7 @@ def test_setup_is_two_commands_with_the_grader_s_cpu_torch(kit):
     on its own) and its README installs the CPU build from PyTorch's index, then tests."""
     import re
     import tomllib
-    from shardlab.autograder import content
+    from shardlab.autograder.core import content
     root, _ = kit
     pin = re.search(r"^torch==([\w.]+)", (content.ROOT / "constraints.txt").read_text(), re.M).group(1)
     declared = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]

@@ -1,4 +1,4 @@
-"""publish/timeline.py on hand-made traces of two ranks: a DDP step whose
+"""kit/timelines/overlap.py on hand-made traces of two ranks: a DDP step whose
 all-reduces start during backward, one whose all-reduces all start after the
 last gradient, and an FSDP step that prefetches. The Chrome trace's numbers
 are checked against the inputs, in µs."""
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from shardlab.autograder.publish import timeline
-from shardlab.autograder.publish.timeline import (chrome_trace, comm_spans, compute_spans, draw, overlap_summary,
+from shardlab.autograder.kit.timelines import overlap as timeline
+from shardlab.autograder.kit.timelines.overlap import (chrome_trace, comm_spans, compute_spans, draw, overlap_summary,
                                                   step_window, write_timeline)
 
 pytestmark = pytest.mark.pure

@@ -6,7 +6,7 @@ import pytest
 
 from shardlab.autograder.sandbox.gloo.launch import run_gloo
 from shardlab.autograder.engine.grading import grade_part_ids
-from shardlab.autograder.engine.selfcheck import fixtures, folder_of
+from shardlab.autograder.selfcheck import fixtures, folder_of
 from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS
 from helpers import assert_graded_as_declared, assert_nothing_left
 
@@ -36,7 +36,7 @@ def test_wrong_bucketed_ddp_scores_as_declared(cfg, sessions, fixture, kit_runs)
 def test_trace_of_one_step_by_hand(sessions):
     """frozen_mlp, 256-byte cap: reverse order 12 + 48 + 160 = 220 bytes (after
     3 gradients), then 40 (4th), then 240 (5th); the frozen fc2 is never sent."""
-    from shardlab.autograder.engine.parts import Call
+    from shardlab.autograder.core.parts import Call
     call = Call("buckets", "ddp_train", dict(world_size=2, model="frozen_mlp", bucket_size_mb=256 / 2**20,
                                               optimizer="sgd", steps=2, seed=3))
     with folder_of(SOLUTIONS) as root:

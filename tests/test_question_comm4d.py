@@ -3,7 +3,7 @@ real-run check on a 2 x 2 mesh included), the stubs none, 3.7 is manual."""
 import pytest
 
 from shardlab.autograder.engine.grading import grade_folder
-from shardlab.autograder.engine.selfcheck import folder_of
+from shardlab.autograder.selfcheck import folder_of
 from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS
 from shardlab.autograder.sandbox.process import Limits
 

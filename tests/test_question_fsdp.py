@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from shardlab.autograder.sandbox.gloo.launch import run_gloo
-from shardlab.autograder.engine.parts import Call
+from shardlab.autograder.core.parts import Call
 from shardlab.autograder.engine.grading import grade_part_ids
-from shardlab.autograder.engine.selfcheck import fixtures, folder_of
-from shardlab.autograder.content import ROOT as REPO
+from shardlab.autograder.selfcheck import fixtures, folder_of
+from shardlab.autograder.core.content import ROOT as REPO
 from shardlab.autograder.publish.stubs import SOLUTIONS
 from shardlab.reference import fsdp as ref
 from shardlab.solutions import fsdp as sol

@@ -9,7 +9,7 @@ import pytest
 from shardlab.autograder.engine.grading import grade_folder, grade_path
 from shardlab.autograder.sandbox.process import Limits
 from shardlab.autograder.sandbox.zygote import shared_pid as zygote_pid
-from shardlab.autograder.engine.selfcheck import assembled, fixtures, folder_of, mismatches
+from shardlab.autograder.selfcheck import assembled, fixtures, folder_of, mismatches
 from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS
 
 pytestmark = pytest.mark.sandbox

@@ -7,7 +7,7 @@ import pytest
 
 from shardlab.autograder.engine.grading import grade_part_ids
 from shardlab.autograder.engine.plan import find_part
-from shardlab.autograder.engine.selfcheck import fixtures, folder_of
+from shardlab.autograder.selfcheck import fixtures, folder_of
 from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS
 from shardlab.autograder.questions import questions
 from helpers import assert_graded_as_declared

@@ -4,10 +4,10 @@ a traced step read by hand, the solution and a second design graded full,
 and the wrong pipelines losing what they declare."""
 import pytest
 
-from shardlab.autograder.engine import run_checks as checks
+from shardlab.autograder.kit import checks as checks
 from shardlab.autograder.engine.grading import grade_part_ids
-from shardlab.autograder.engine.parts import Call
-from shardlab.autograder.engine.selfcheck import fixtures, folder_of
+from shardlab.autograder.core.parts import Call
+from shardlab.autograder.selfcheck import fixtures, folder_of
 from shardlab.autograder.publish.stubs import SOLUTIONS
 from shardlab.reference import pipeline_schedule as sched
 from helpers import assert_graded_as_declared, assert_nothing_left

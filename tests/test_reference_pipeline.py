@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shardlab.autograder.publish.pipeline_figure import schedule
-from shardlab.autograder.publish.pipeline_timeline import peak_inflight
+from shardlab.autograder.questions.pipeline.figures import schedule
+from shardlab.autograder.kit.timelines.pipeline import peak_inflight
 from shardlab.reference import pipeline as ref
 from shardlab.reference.config import load_config
 from shardlab.solutions import pipeline as sol

@@ -8,7 +8,7 @@ import pytest
 import shardlab.autograder.sandbox.gloo.group as group
 from shardlab.autograder.sandbox.gloo.group import GlooLimits
 from shardlab.autograder.sandbox.gloo.launch import run_gloo
-from shardlab.autograder.engine.parts import Call
+from shardlab.autograder.core.parts import Call
 from helpers import assert_nothing_left
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(90)]

@@ -1,5 +1,5 @@
-"""The portable launcher of the starter kit (sandbox/gloo/local.py) and the
-kit's public runs (publish/kit_harness.public_runs, sandbox/gloo/local_checks.py):
+"""The portable launcher of the starter kit (kit/local.py) and the
+kit's public runs (publish/kit_harness.public_runs, kit/local_checks.py):
 a hang fails in seconds naming the rank and the collective, nothing outlives
 the launcher (killed, or interrupted with Ctrl-C), and the public runs carry
 the public seed."""
@@ -14,7 +14,7 @@ import pytest
 
 from shardlab.autograder.publish import kit_harness
 from shardlab.autograder.publish.kit_harness import public_runs
-from shardlab.autograder.sandbox.gloo.local import LocalGroup, ScenarioFailed
+from shardlab.autograder.kit.local import LocalGroup, ScenarioFailed
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(120)]
 
@@ -80,7 +80,7 @@ def test_python_that_never_returns_meets_the_deadline_and_the_group_is_killed(pr
 
 LAUNCHER = '''
 import sys, time
-from shardlab.autograder.sandbox.gloo.local import LocalGroup
+from shardlab.autograder.kit.local import LocalGroup
 group = LocalGroup(2, sys.argv[1])
 print(" ".join(str(p.pid) for p in group._procs), flush=True)
 group.run("run_function", "probe", {"function": "spins"}, seconds=600)
@@ -112,7 +112,7 @@ def test_public_runs_use_the_public_seed_not_the_keyed_one(cfg):
     """2.7's expected weights are single-process training with the case's own
     seed (computed here with the model code directly), not with data_seed(seed)."""
     from shardlab.autograder.sandbox.gloo.seeds import data_seed
-    from shardlab.reference.toy_models import single_process
+    from shardlab.autograder.kit.toy_models import single_process
     runs = public_runs(cfg)
     by_part = {r["part"]: r for q in runs.values() for r in q}
     distributed = {p.id for p in kit_harness.distributed_parts()}

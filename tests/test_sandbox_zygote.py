@@ -13,7 +13,7 @@ import signal
 
 import pytest
 
-from shardlab.autograder.engine.parts import Call
+from shardlab.autograder.core.parts import Call
 from shardlab.autograder.sandbox import jail, zygote
 from shardlab.autograder.sandbox.gloo.group import GlooLimits
 from shardlab.autograder.sandbox.gloo.launch import run_gloo

@@ -34,9 +34,9 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from shardlab.autograder.engine.results import PartResult, QuestionResult
+from shardlab.autograder.core.results import PartResult, QuestionResult
 from shardlab.autograder.engine.variants import check_student_id, variant_config
-from shardlab.autograder.errors import ShardlabError
+from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.questions import questions
 from shardlab.autograder.sandbox.untrusted import one_line
 from shardlab.reference.derivation import Worked

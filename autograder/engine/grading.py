@@ -25,17 +25,17 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from shardlab.autograder.engine.answer_sheet import grade_answers
-from shardlab.autograder.engine.comparison import public_feedback, show_value
-from shardlab.autograder.engine.parts import Case, Part
-from shardlab.autograder.engine.phases import mark, phase
+from shardlab.autograder.kit.comparison import public_feedback, show_value
+from shardlab.autograder.core.parts import Case, Part
+from shardlab.autograder.core.phases import mark, phase
 from shardlab.autograder.engine.plan import case_groups, expected_or_error, group_points, part_cases
 from shardlab.autograder.engine.probes import PROBES
-from shardlab.autograder.engine.results import (INTERNAL_ERROR, GroupResult, PartResult, QuestionResult, Report,
+from shardlab.autograder.core.results import (INTERNAL_ERROR, GroupResult, PartResult, QuestionResult, Report,
                                                 internal_error_result)
 from shardlab.autograder.engine.submission import open_submission
-from shardlab.autograder.engine.timelines import drawn_cases, timeline
+from shardlab.autograder.kit.timelines.feedback import drawn_cases, timeline
 from shardlab.autograder.engine.writeup import read_writeup, written_feedback
-from shardlab.autograder.errors import ShardlabError
+from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.questions import all_parts, check_points_config, part_points, questions
 from shardlab.autograder.sandbox import untrusted
 from shardlab.autograder.sandbox.process import Limits, Outcome
@@ -117,7 +117,7 @@ def _run_probes(root: Path, cases: dict[str, list[Case]], limits: Limits,
                 traced: frozenset = frozenset()) -> tuple[dict, dict, str, int]:
     """Run every part's calls (cases by part id), one batch per probe; the
     cases `traced` ({(part id, case index)}) with their runs' traces where the
-    probe can trace (engine/timelines.py). Returns ({(part id, case index):
+    probe can trace (kit/timelines/feedback.py). Returns ({(part id, case index):
     [Outcome]}, {part id: reason} for the parts whose probe itself failed (the
     grader's fault), student output, bytes printed)."""
     by_probe: dict[str, list] = {}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from functools import lru_cache
 
-from shardlab.autograder.engine.parts import Case, Part
+from shardlab.autograder.core.parts import Case, Part
 from shardlab.autograder.questions import all_parts
 
 REFERENCE_ATTEMPTS = 2          # a failing reference computation is retried once

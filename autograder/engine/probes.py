@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from shardlab.autograder.engine.parts import Call
+from shardlab.autograder.core.parts import Call
 from shardlab.autograder.sandbox.gloo.launch import run_gloo
 from shardlab.autograder.sandbox.process import Limits, SandboxRun, run_calls
 
@@ -33,7 +33,7 @@ class Probe(Protocol):
     # computed so slow start-up (the gloo fork server importing torch)
     # overlaps them; and `traces = True` when the probe takes a keyword
     # `traced` (indices into `calls`) and gives those calls' outcomes the run's
-    # timed trace (Outcome.trace; engine/timelines.py). Not declared here
+    # timed trace (Outcome.trace; kit/timelines/feedback.py). Not declared here
     # because most probes have neither.
 
 

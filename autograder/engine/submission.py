@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from shardlab.autograder.errors import ShardlabError
+from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.sandbox.staging import MAX_BYTES, kind_of, refusal, stage
 from shardlab.autograder.sandbox.untrusted import one_line
 

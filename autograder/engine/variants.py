@@ -15,7 +15,7 @@ import hmac
 import random
 import re
 
-from shardlab.autograder.errors import ShardlabError
+from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.sandbox.untrusted import one_line
 from shardlab.reference import comm4d, memory
 from shardlab.reference.config import BucketsConfig, CourseConfig, FsdpConfig, Mesh4D, PipelineConfig

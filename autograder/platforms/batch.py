@@ -39,7 +39,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from shardlab.autograder.engine.results import grader_version
+from shardlab.autograder.core.results import grader_version
 from shardlab.autograder.sandbox import untrusted, zygote
 
 GRADE_TIMEOUT_SECONDS = 900
@@ -88,13 +88,13 @@ def grade_in_subprocess(path: str, config_path: str | None, env: dict[str, str] 
 
 
 def draw_timelines(report: dict, folder: Path) -> list[str]:
-    """Draw each part's traced step (PartResult.timeline, engine/timelines.py)
-    as <folder>/<stem>.png and <stem>.trace.json (publish/timeline.py). Each
+    """Draw each part's traced step (PartResult.timeline, kit/timelines/feedback.py)
+    as <folder>/<stem>.png and <stem>.trace.json (kit/timelines/overlap.py). Each
     such part's dict then carries `timeline_note` (its overlap summary and the
     files' names, one line of the feedback) instead of the events. Returns
     "<part id>: <note>" per drawing. A part without a timeline (its run failed)
     gets no line; a drawing that fails says so and costs nothing."""
-    from shardlab.autograder.publish.kit_timelines import write_drawing
+    from shardlab.autograder.kit.timelines import write_drawing
     lines = []
     for q in report.get("questions", []):
         for p in q["parts"]:

@@ -90,9 +90,9 @@ from typing import Iterator
 
 import yaml
 
-from shardlab.autograder.engine.results import grader_version
+from shardlab.autograder.core.results import grader_version
 from shardlab.autograder.engine.submission import MAX_UNPACKED_BYTES, MAX_ZIP_MEMBERS
-from shardlab.autograder.errors import ShardlabError
+from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.sandbox.untrusted import one_line
 
 METADATA = "submission_metadata.yml"

@@ -42,8 +42,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from shardlab.autograder.bench.memory import PeakSampler
-from shardlab.autograder.errors import ShardlabError
+from shardlab.autograder.platforms.process_memory import PeakSampler
+from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.sandbox.jail import Cgroup
 from shardlab.autograder.publish.otter_export import CACHE_DIR, OTTER_ENV_NAME, SETUP_TAIL_MARK
 

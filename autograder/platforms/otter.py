@@ -101,7 +101,7 @@ def graded(handle: dict) -> dict:
     key = handle["root"]
     if key not in _reports:
         from shardlab.autograder.engine.grading import grade_path
-        from shardlab.autograder.errors import ShardlabError
+        from shardlab.autograder.core.errors import ShardlabError
         from shardlab.reference.config import load_config
         try:
             from shardlab.autograder.engine.answer_sheet import ROSTER_FILE, gradescope_submitters
@@ -175,7 +175,7 @@ def finalize_results(ag_dir: str | Path) -> None:
     rewrite it with `gradescope_results`, the course config's [gradescope]
     settings (the shipped config; its defaults if unreadable) and the report.
     Nothing changes when results.json is unreadable."""
-    from shardlab.autograder.errors import ShardlabError
+    from shardlab.autograder.core.errors import ShardlabError
     from shardlab.reference.config import GradescopeConfig, load_config
     ag_dir = Path(ag_dir)
     results_path = ag_dir / "results" / "results.json"
@@ -240,10 +240,10 @@ def question_output(question: dict, written: dict[str, str] | None = None) -> st
     """One line per part, as the local report says it: mark, part, points,
     then shardlab's feedback (hidden cases say only the kind of failure),
     escaped for Gradescope's simple_format; an overlap part's (4.7, 2.11)
-    line ends with the overlap summary of its traced step (engine/timelines.py;
+    line ends with the overlap summary of its traced step (kit/timelines/feedback.py;
     no image on Gradescope); under a hand-graded part, the student's answer
     from writeup.md (`written`), for the graders."""
-    from shardlab.autograder.engine.results import INTERNAL_ERROR
+    from shardlab.autograder.core.results import INTERNAL_ERROR
     from shardlab.autograder.sandbox.untrusted import html
     lines = []
     for p in question["parts"]:

@@ -14,7 +14,7 @@ reference: its worked answers, `questions.answer_key`, or its functions).
 - `bucket_overhead` (solutions only): n_b·o + s/(n_b·w) against n_b, with
   the reference's optimum;
 - `pipeline_schedules`: GPipe above 1F1B, each stage's forwards, backwards
-  and idle time (publish/pipeline_figure.py).
+  and idle time (questions/pipeline/figures.py).
 
 `DIAGRAMS` is the registry: name, the students' alt text (None: solutions
 only), the solutions' alt text (from the config) and `draw(cfg, to_scale)`;
@@ -370,13 +370,13 @@ def _overhead_alt(cfg) -> str:
             f"exposed transfer.")
 
 
-# --- pipeline schedules (publish/pipeline_figure.py) ------------------------------------------------
+# --- pipeline schedules (questions/pipeline/figures.py) ------------------------------------------------
 
 PIPELINE_DRAWN = (4, 8)          # the students' schematic: p stages, m micro-batches
 
 
 def _draw_pipeline(cfg, to_scale: bool):
-    from shardlab.autograder.publish import pipeline_figure
+    from shardlab.autograder.questions.pipeline import figures as pipeline_figure
     if not to_scale:
         return pipeline_figure.draw(*PIPELINE_DRAWN, 1.0, 2.0, False)
     w, pipe = _worked(cfg, 5), cfg.pipeline

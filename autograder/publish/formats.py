@@ -2,12 +2,12 @@
 tables, and `$...$` math turned into MathML at build time), and a Jupyter
 notebook built with nbformat: the handout's Markdown split into one cell
 per section, after each task's heading a code cell that imports the
-student's module and runs that task's public checks (engine/comparison.py,
+student's module and runs that task's public checks (kit/comparison.py,
 inlined in the first code cell: the grader's own comparison rules), after
 each distributed task's a cell that runs its public cases on local gloo ranks
 with the kit's copy of the grader's checks (tests/shardlab_local/, so it
 runs in the starter kit's folder) and, for the overlap tasks, a cell that
-shows the traced timeline of one step (publish/kit_timelines.py) inline, and
+shows the traced timeline of one step (kit/timelines/__init__.py) inline, and
 for each written deliverable a cell that saves the answer in writeup.md."""
 from __future__ import annotations
 
@@ -21,10 +21,10 @@ import nbformat
 from markdown_it import MarkdownIt
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
-from shardlab.autograder.engine import comparison
+from shardlab.autograder.kit import comparison
 from shardlab.autograder.publish.diagrams import document_figures
 from shardlab.autograder.publish.kit_harness import is_distributed
-from shardlab.autograder.publish.kit_timelines import DRAWN
+from shardlab.autograder.kit.timelines import DRAWN
 from shardlab.autograder.questions import questions
 
 PAGE = """<!DOCTYPE html>

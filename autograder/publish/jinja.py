@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import jinja2
 
-from shardlab.autograder import content
+from shardlab.autograder.core import content
 from shardlab.autograder.publish.mathtext import to_tex
 
 TEMPLATES = content.folder("templates")

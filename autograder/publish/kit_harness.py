@@ -3,8 +3,8 @@ shipped as the package `tests/shardlab_local/`, and the public runs it checks.
 
 One source. The kit's ranks run the grader's scenarios
 (sandbox/gloo/ranks/scenarios/), traced by the grader's tracer, judged by the
-grader's comparators (engine/run_checks.py), with failures worded by the
-grader's verdict.py; only the launcher differs (sandbox/gloo/local.py:
+grader's comparators (kit/checks/__init__.py), with failures worded by the
+grader's verdict.py; only the launcher differs (kit/local.py:
 subprocess ranks, no walls, instead of the Linux fork server and its jails).
 Each module in `SHIPPED` is copied verbatim but for its imports, which are
 renamed from `shardlab.…` to the kit's names; the build refuses a shipped
@@ -28,9 +28,9 @@ import inspect
 import re
 from importlib import import_module
 
-from shardlab.autograder.engine import run_checks
+from shardlab.autograder.kit import checks as run_checks
 from shardlab.autograder.engine.plan import part_cases
-from shardlab.autograder.errors import ShardlabError
+from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.questions import questions
 from shardlab.autograder.sandbox.gloo.seeds import public_seeds
 
@@ -57,8 +57,8 @@ SHIPPED = {
     f"{_G}.publish.kit_timelines": "timelines",          # tests/timelines.py: `python tests/timelines.py`
     f"{_G}.bench.buckets_ranks": f"{KIT_PACKAGE}.bench_ranks",
     f"{_G}.bench.buckets": "bench_buckets",              # tests/bench_buckets.py: Q4(c)'s experiment
-    "shardlab.reference.toy_models": f"{KIT_PACKAGE}.toy_models",
-    "shardlab.reference.comm4d_mesh": f"{KIT_PACKAGE}.comm4d_mesh",
+    "shardlab.autograder.kit.toy_models": f"{KIT_PACKAGE}.toy_models",
+    "shardlab.autograder.kit.comm4d_mesh": f"{KIT_PACKAGE}.comm4d_mesh",
 }
 
 PACKAGE_README = '''"""The grader's own code for the distributed checks, copied by `shardlab build`.
@@ -102,11 +102,11 @@ def harness_files() -> dict[str, str]:
 
 
 def comparator_name(compare) -> str:
-    """The name of a distributed part's comparator in engine/run_checks.py."""
+    """The name of a distributed part's comparator in kit/checks/__init__.py."""
     for name, value in vars(run_checks).items():
         if name.isupper() and value is compare:
             return name
-    raise ShardlabError(f"a distributed part's comparator {compare!r} is not named in engine/run_checks.py, "
+    raise ShardlabError(f"a distributed part's comparator {compare!r} is not named in kit/checks/__init__.py, "
                         f"so the starter kit cannot check it")
 
 

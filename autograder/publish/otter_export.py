@@ -51,10 +51,10 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from shardlab.autograder import content
+from shardlab.autograder.core import content
 from shardlab.autograder.engine.answer_sheet import ROSTER_FILE, SHEET_TITLE, sheet_parts
 from shardlab.autograder.engine.plan import case_groups, group_points, part_cases
-from shardlab.autograder.errors import ShardlabError
+from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.platforms.otter import CONFIG_FILE, ENTRY_FILE, QUARANTINE, question_file_title
 from shardlab.autograder.questions import part_points, questions
 from shardlab.reference.cache import CACHE_ENV

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from shardlab.autograder.engine.answer_sheet import sheet_toml
 from shardlab.autograder.engine.variants import check_student_id, variant_config
-from shardlab.autograder.errors import ShardlabError
+from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.publish.render import write_handout
 from shardlab.reference.config import CourseConfig
 

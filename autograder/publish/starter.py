@@ -9,7 +9,7 @@ Pipeline, in order:
    run by the kit on local gloo ranks with the grader's own scenarios and
    comparators (publish/kit_harness.py ships them as tests/shardlab_local/);
 3. the kit: assignments/ stubs, tests/ (one plain pytest file per question,
-   the JSON cases and runs, engine/comparison.py verbatim as
+   the JSON cases and runs, kit/comparison.py verbatim as
    `shardlab_check.py`, the harness package and a conftest.py holding the
    session's ranks), README.md (templates/starter_readme.md.j2),
    pyproject.toml, the notebook.
@@ -20,10 +20,10 @@ import json
 import zipfile
 from pathlib import Path
 
-from shardlab.autograder import content
+from shardlab.autograder.core import content
 from shardlab.autograder.engine.writeup import WRITEUP_FILE, writeup_template
-from shardlab.autograder.engine.comparison import Compare
-from shardlab.autograder.engine.parts import Part
+from shardlab.autograder.kit.comparison import Compare
+from shardlab.autograder.core.parts import Part
 from shardlab.autograder.engine.plan import part_plan
 from shardlab.autograder.publish.diagrams import document_figures
 from shardlab.autograder.publish.formats import notebook_json

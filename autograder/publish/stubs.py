@@ -9,8 +9,8 @@ import ast
 import re
 from pathlib import Path
 
-from shardlab.autograder import content
-from shardlab.autograder.errors import ShardlabError
+from shardlab.autograder.core import content
+from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.questions import task_ids
 
 SOLUTIONS, ASSIGNMENTS = content.folder("solutions"), content.folder("assignments")

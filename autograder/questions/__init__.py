@@ -9,8 +9,8 @@ import pkgutil
 from dataclasses import dataclass
 from functools import lru_cache
 
-from shardlab.autograder.errors import ShardlabError
-from shardlab.autograder.engine.parts import Part
+from shardlab.autograder.core.errors import ShardlabError
+from shardlab.autograder.core.parts import Part
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ from pathlib import Path
 
 from shardlab.autograder.sandbox import jail, zygote
 from shardlab.autograder.sandbox.zygote import worker_env
-from shardlab.autograder.engine.parts import Call
-from shardlab.autograder.engine.phases import phase
+from shardlab.autograder.core.parts import Call
+from shardlab.autograder.core.phases import phase
 
 OUTPUT_CAP_BYTES = 64 * 1024
 
@@ -43,7 +43,7 @@ class Limits:
 @dataclass
 class Outcome:
     """One call's result: value on success, else error (a one-line message); a gloo
-    run's `trace` is each rank's timed events (sandbox/gloo/ranks/tracing.py)."""
+    run's `trace` is each rank's timed events (kit/tracing.py)."""
 
     value: object = None
     error: str | None = None

@@ -24,7 +24,7 @@ import os
 import stat
 from pathlib import Path
 
-from shardlab.autograder.errors import ShardlabError
+from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.sandbox.untrusted import one_line
 
 MAX_BYTES = 50 * 2**20      # what a submission may unpack to (autograder/engine/submission.py uses it too)

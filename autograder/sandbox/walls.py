@@ -16,7 +16,7 @@ course's choice, `[grading] require_jail` in the course config:
 """
 from __future__ import annotations
 
-from shardlab.autograder.errors import ShardlabError
+from shardlab.autograder.core.errors import ShardlabError
 
 
 def current():

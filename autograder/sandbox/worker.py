@@ -16,7 +16,7 @@ import resource
 import sys
 import types
 
-from shardlab.autograder.sandbox.student_values import describe_exception, plain
+from shardlab.autograder.kit.student_values import describe_exception, plain
 
 # Student code may not read the answer key or the grader.
 BLOCKED = ("shardlab",)

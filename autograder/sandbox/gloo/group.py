@@ -37,9 +37,9 @@ import threading
 import time
 from dataclasses import dataclass
 
-from shardlab.autograder.engine.phases import phase
-from shardlab.autograder.engine.parts import Call
-from shardlab.autograder.sandbox.gloo.verdict import failure, unfinished
+from shardlab.autograder.core.phases import phase
+from shardlab.autograder.core.parts import Call
+from shardlab.autograder.kit.verdict import failure, unfinished
 from shardlab.autograder.sandbox import zygote
 from shardlab.autograder.sandbox.process import Limits, Outcome, Sandbox, CappedReader, kill_group
 from shardlab.autograder.sandbox.zygote import worker_env

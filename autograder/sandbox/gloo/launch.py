@@ -22,8 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from shardlab.autograder.sandbox.gloo.group import GLOO, ForkServer, GlooLimits, GroupError
 from shardlab.autograder.sandbox.gloo.seeds import data_seed
-from shardlab.autograder.engine.parts import Call
-from shardlab.autograder.engine.phases import phase
+from shardlab.autograder.core.parts import Call
+from shardlab.autograder.core.phases import phase
 from shardlab.autograder.sandbox import zygote
 from shardlab.autograder.sandbox.process import Limits, Outcome, SandboxRun
 

@@ -44,7 +44,7 @@ import warnings
 from datetime import timedelta
 
 from shardlab.autograder.sandbox.gloo.ranks.channel import Channel, unpack_tensors
-from shardlab.autograder.sandbox.student_values import describe_exception, plain
+from shardlab.autograder.kit.student_values import describe_exception, plain
 from shardlab.autograder.sandbox.worker import BlockAnswerKey, import_student_module, load_submission_package
 
 PR_SET_PDEATHSIG = 1
@@ -82,7 +82,7 @@ def _student_main(spec: dict, rank: int, sock: socket.socket) -> None:
 
     from shardlab.autograder.sandbox import jail
     from shardlab.autograder.sandbox.gloo.ranks.proxy import Proxy
-    from shardlab.autograder.sandbox.gloo.ranks.scenarios import SCENARIOS, StudentContext
+    from shardlab.autograder.kit.scenarios import SCENARIOS, StudentContext
 
     jail.confine(spec["root"], keep=(1, 2, sock.fileno()), namespaces=spec["namespaces"])
     if spec.get("memory_bytes"):
@@ -142,7 +142,7 @@ def _rank_main(spec: dict, rank: int) -> None:
     import torch.distributed as dist
 
     from shardlab.autograder.sandbox.gloo.ranks.trusted import serve_run
-    from shardlab.autograder.sandbox.gloo.ranks.tracing import Tracer
+    from shardlab.autograder.kit.tracing import Tracer
 
     warnings.filterwarnings("ignore")             # torch's deprecation notes are not the student's output
     grader = _GraderLine(spec["socket"])
@@ -197,7 +197,7 @@ def preload() -> None:
     import shardlab.autograder.sandbox.gloo.ranks.trusted  # noqa: F401
     from shardlab.autograder.sandbox import jail
     jail.allowed_paths(), jail.grader_entries()
-    from shardlab.autograder.sandbox.gloo.ranks.scenarios import load_all
+    from shardlab.autograder.kit.scenarios import load_all
     load_all()
     _first_calls()
 

@@ -4,7 +4,7 @@ The student's process asks for them like any collective
 (autograder/sandbox/gloo/ranks/proxy.py): {"op": "isend" | "irecv", "id",
 "peer", "tag"} with the tensor to send, or the dtype and shape of the buffer
 to receive into ("recv"). This process starts the real gloo `isend`/`irecv`
-through the traced functions (autograder/sandbox/gloo/ranks/tracing.py: each
+through the traced functions (autograder/kit/tracing.py: each
 op recorded with its peer, bytes, phase and times) and does not answer yet:
 the student's process answers for itself when it waits ({"wait": id}), and
 only then does this process wait for the op (its status naming the op and

@@ -5,7 +5,7 @@ Student code never runs here. The student's process (forked before gloo
 starts, then walled in by autograder/sandbox/jail.py) asks for collectives over a
 socketpair (autograder/sandbox/gloo/ranks/proxy.py); this process checks each request,
 performs it with the other ranks through the traced torch.distributed
-functions (autograder/sandbox/gloo/ranks/tracing.py), and sends the result back. The
+functions (autograder/kit/tracing.py), and sends the result back. The
 trace, the order of the student's marks relative to it, and every
 expected value are therefore out of the student's reach.
 
@@ -29,8 +29,8 @@ from shardlab.autograder.sandbox.gloo.ranks.proxy import GATHER_INTO, SCATTER_FR
 from shardlab.autograder.sandbox.gloo.ranks.channel import (Channel, ProtocolError, describe, pack_tensors,
                                                              tensor_bytes, tensor_from)
 from shardlab.autograder.sandbox.gloo.ranks.p2p import P2P_REQUESTS, P2PFailed, P2PRequestError, PointToPoint
-from shardlab.autograder.sandbox.gloo.ranks.scenarios import SCENARIOS, RankContext, record_mark
-from shardlab.autograder.sandbox.gloo.ranks.tracing import Tracer, explain
+from shardlab.autograder.kit.scenarios import SCENARIOS, RankContext, record_mark
+from shardlab.autograder.kit.tracing import Tracer, explain
 
 MAX_MARKS = 100_000            # per scenario: more is a flood, not a training loop
 MAX_ERROR_CHARS = 2000
@@ -104,7 +104,7 @@ def perform(header: dict, payload: bytearray, world_size: int) -> torch.Tensor |
 
 def traced(run: dict, tracer: Tracer, ctx: RankContext) -> dict:
     """{"events": the run's timed trace} when the grader asked for it (`run["trace"]`,
-    the runs its feedback draws: engine/timelines.py), else {}. Every event is a
+    the runs its feedback draws: kit/timelines/feedback.py), else {}. Every event is a
     plain dict this process wrote: collective times measured here; phase,
     gradient and unit marks filed by `record_mark` when the student's process
     sent them (typed and cut to size there). A flood of events is no timeline."""

@@ -1,1 +1,0 @@
-"""Experiments shipped with the course (not graded): `shardlab bench ...`."""

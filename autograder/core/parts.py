@@ -1,0 +1,130 @@
+"""What a graded part is: one definition drives the stub's task id, the test
+cases (public and hidden), the points, the comparison and the misconception
+feedback. Questions (autograder/questions/*.py) are lists of these.
+
+A part is graded by *calls*: each case asks the student's module for one or
+more function values (run in the sandbox), and the part's `expect` gives the
+reference values for the same calls (computed in the grader). How the calls
+are evaluated is the part's probe (engine/probes.py: plain calls in one
+sandboxed process, or scenarios on gloo ranks); the scoring is the same.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from shardlab.autograder.kit.comparison import Compare, Comparator
+
+
+@dataclass(frozen=True)
+class Call:
+    """`module.function(*args.values())`; args keeps the signature's names for feedback."""
+
+    module: str
+    function: str
+    args: dict[str, Any]
+
+    def show(self) -> str:
+        return f"{self.function}({', '.join(f'{k}={v!r}' for k, v in self.args.items())})"
+
+
+OTHER_CASES = "other inputs"     # the group of the cases without a note (mostly random inputs)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One case of a part: its calls, whether its inputs and expected values
+    may be shown (public), and its note, e.g. "edge case: tokens = 0".
+
+    The note is also the case's *group*: a part's points are split evenly
+    over its groups (engine/plan.case_groups), so a missed edge case costs
+    its group's share, not the whole part. Hidden cases' feedback names the
+    group, never the inputs."""
+
+    calls: tuple[Call, ...]
+    public: bool
+    note: str = ""
+
+    @property
+    def group(self) -> str:
+        return self.note or OTHER_CASES
+
+
+@dataclass(frozen=True)
+class Misconception:
+    """A known wrong answer: `alt(case)` gives the values that mistake produces."""
+
+    name: str
+    message: str
+    alt: Callable[[Case], list]
+
+
+EXACT_INT = Compare("int")
+REAL = Compare("real")
+
+
+@dataclass(frozen=True)
+class Part:
+    """One graded part.
+
+    id: the task id ("1.3") students search for; title: short name;
+    module: the student module (assignments/<module>.py); function: the stub
+    this part grades (None for parts that combine functions, such as the
+    real-run check); cases(cfg, rng) -> list[Case] (the engine seeds rng);
+    expect(case) -> the reference values, one per call; misconceptions are
+    tried in order when a value is wrong.
+    kind: 'auto' (graded here) or 'manual' (graded by hand; 0 auto points).
+    compare: a Comparator (kit/comparison.py) judging each returned value.
+    probe: the name of the probe that evaluates the calls (engine/probes.py):
+    'calls' (plain function calls in one sandboxed process) or 'gloo'
+    (named scenarios on a group of gloo ranks).
+    bonus: its points come on top of the question's maximum.
+    """
+
+    id: str
+    title: str
+    module: str
+    points: float
+    cases: Callable[[Any, Any], list[Case]]
+    expect: Callable[[Case], list]
+    compare: Comparator = REAL
+    function: str | None = None
+    misconceptions: tuple[Misconception, ...] = field(default_factory=tuple)
+    kind: str = "auto"
+    description: str = ""
+    probe: str = "calls"
+    bonus: bool = False
+
+
+def function_part(id: str, module: str, function: str, reference: Callable, points: float,
+                  argsets: Callable[[Any, Any], list[tuple[dict, bool, str]]],
+                  compare: Comparator = REAL, misconceptions: tuple = (),
+                  description: str = "") -> Part:
+    """The common part: one reference function, one call per case.
+
+    argsets(cfg, rng) yields (args, public, note); `misconceptions` take
+    (name, message, wrong_function) and the wrong function gets the same args.
+    """
+    def cases(cfg, rng) -> list[Case]:
+        return [Case((Call(module, function, args),), public, note)
+                for args, public, note in argsets(cfg, rng)]
+
+    def expect(case: Case) -> list:
+        return [reference(*case.calls[0].args.values())]
+
+    def as_alt(wrong: Callable) -> Callable[[Case], list]:
+        return lambda case: [wrong(*case.calls[0].args.values())]
+
+    return Part(id=id, title=function, module=module, points=points, cases=cases,
+                expect=expect, compare=compare, function=function,
+                misconceptions=tuple(Misconception(name, msg, as_alt(fn))
+                                     for name, msg, fn in misconceptions),
+                description=description)
+
+
+def written_part(id: str, module: str, title: str, description: str) -> Part:
+    """A written deliverable, graded by hand from the student's writeup.md
+    (engine/writeup.py): no cases, no auto points; the report says whether
+    it was answered."""
+    return Part(id=id, title=title, module=module, points=0, cases=lambda cfg, rng: [],
+                expect=lambda case: [], kind="manual", description=description)

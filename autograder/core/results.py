@@ -1,0 +1,132 @@
+"""What a grading produces: one PartResult per graded part, grouped into
+QuestionResults, in one Report per submission. Plain data, so a report
+crosses process boundaries as JSON (`shardlab grade --json`, batch grading,
+the otter runtime) and every front end reads the same fields."""
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+
+from shardlab.autograder.core import content
+
+INTERNAL_ERROR = "internal-error"
+"""A PartResult's status when the grader failed on the part, not the student."""
+
+
+@functools.cache
+def grader_version() -> str:
+    """The grader that made a report: shardlab's installed version, plus, when
+    it runs from a git checkout, the commit (`0.1.0+git.<12 hex>`) and
+    `.dirty` when tracked files differ from it. Every report carries it
+    (batch results, `shardlab grade --json`, the otter report.json), so a
+    regrade after a fix can be told from the grading it replaces. Looked up
+    once per process; without git, or outside a checkout, the version alone."""
+    try:
+        version = metadata.version("shardlab")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    repo = content.repository()
+    if repo is None or not (repo / ".git").exists():
+        return version
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}     # never take the index lock (a concurrent git)
+    try:
+        head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, timeout=5, env=env)
+        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5, env=env)
+    except (OSError, subprocess.SubprocessError):
+        return version
+    if head.returncode != 0 or dirty.returncode != 0:
+        return version
+    return f"{version}+git.{head.stdout.strip()[:12]}" + (".dirty" if dirty.stdout.strip() else "")
+
+
+@dataclass
+class GroupResult:
+    """One group of a part's cases (engine/parts.Case.group): its share of
+    the part's points, earned when all its cases pass; public when any of
+    its cases is (otter shows a hidden group only after publication)."""
+
+    name: str
+    score: float
+    max_score: float
+    public: bool
+
+
+@dataclass
+class PartResult:
+    """The grade of one part.
+
+    id, title: the part's (task id "2.7", its short name); score, max_score:
+    points earned and possible; feedback: what the student reads; kind:
+    'auto', 'manual' (graded by hand) or 'answers' (the answers.toml sheet);
+    bonus: its points are not part of the question's max_score; status: 'ok'
+    or INTERNAL_ERROR (0 points, flagged for the instructor to regrade);
+    groups: how the points split over the case groups (auto parts); timeline: for
+    the drawn parts (publish/kit_timelines.DRAWN), one traced step of the
+    student's first graded run, {"stem", "kind", "title", "summary", "events": per
+    rank, "ideal"} (kit/timelines/feedback.py), None if that run failed; the front ends draw
+    it beside the feedback (platforms/batch.draw_timelines)."""
+
+    id: str
+    title: str
+    score: float
+    max_score: float
+    feedback: str
+    kind: str = "auto"
+    bonus: bool = False
+    status: str = "ok"
+    groups: list[GroupResult] = field(default_factory=list)
+    timeline: dict | None = None
+
+
+@dataclass
+class QuestionResult:
+    """The grade of one question: id is its number as text ("2"), or
+    "answers" for the answers.toml sheet (engine/answer_sheet.py)."""
+
+    id: str
+    title: str
+    score: float
+    max_score: float
+    parts: list[PartResult]
+
+
+@dataclass
+class Report:
+    """The grade of one submission: its label (path), totals, the questions,
+    what the student's code printed (capped, and the bytes it tried to
+    print), the walls it ran in (sandbox/walls.py), the parts the grader
+    itself failed on ([{part, error}]: regrade these), the grader that
+    made it (grader_version()) and the written answers (engine/writeup.py:
+    the student's text, shown only through sandbox/untrusted.py)."""
+
+    submission: str
+    score: float
+    max_score: float
+    questions: list[QuestionResult]
+    output: str = ""
+    output_bytes: int = 0
+    walls: str = ""
+    internal_errors: list[dict] = field(default_factory=list)
+    grader_version: str = field(default_factory=grader_version)
+    written: dict[str, str] = field(default_factory=dict)   # manual part id -> the answer in writeup.md
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def part(self, part_id: str) -> PartResult:
+        return next(p for q in self.questions for p in q.parts if p.id == part_id)
+
+
+def internal_error_result(id: str, title: str, points: float, reason: str, kind: str = "auto",
+                          bonus: bool = False) -> PartResult:
+    """A part the grader could not grade because the grader failed: 0 points,
+    flagged, and not blamed on the student."""
+    return PartResult(id, title, 0.0, points,
+                      f"internal error in the grader, not your code: {reason}. "
+                      "This part is flagged for your instructor to regrade.",
+                      kind, bonus, status=INTERNAL_ERROR)

@@ -1,0 +1,90 @@
+"""The starter kit's public runs, checked on local gloo ranks: the same
+scenario, comparator and wording as the grader's feedback on that public
+case (engine/grading.py), on the student's own machine.
+
+`publish/kit_harness.public_runs` writes the runs (tests/public_runs.json in
+the kit); the kit's tests call `check_run(run, ranks)` with one `Ranks` for
+the whole pytest session. Parts that judge the same run (2.7-2.11 judge the
+same trainings) share it: each distinct run happens once. After a run hangs
+or a rank dies, the scenario's remaining runs are not started, as in the
+grader (sandbox/gloo/launch.py): each would only cost the deadline again.
+"""
+from __future__ import annotations
+
+import json
+
+import shardlab.autograder.kit.checks as run_checks
+from shardlab.autograder.kit.comparison import public_feedback, show_value
+from shardlab.autograder.kit.local import LocalGroup, ScenarioFailed
+
+SCENARIO_SECONDS = 30.0         # one training run takes well under a second; a laptop may be slow
+COLLECTIVE_SECONDS = 5.0
+
+
+def run_key(scenario: str, module: str, args: dict) -> str:
+    """What makes two runs the same run."""
+    return json.dumps([scenario, module, args], sort_keys=True)
+
+
+class Ranks:
+    """Local gloo groups by world size, started on first use and replaced after
+    a failure, and the result of every distinct run."""
+
+    def __init__(self, root: str = "."):
+        self.root = root
+        self._groups: dict[int, LocalGroup] = {}
+        self._results: dict[str, object] = {}      # run key -> per-rank values or ScenarioFailed
+        self._given_up: dict[str, str] = {}         # scenario -> "hung" / "ended a rank"
+        self.events: dict[str, list[list[dict]]] = {}   # run key -> each rank's timed trace
+
+    def run(self, scenario: str, module: str, args: dict) -> list:
+        """Each rank's value of the scenario, or ScenarioFailed; its trace is then in
+        `events[run_key(scenario, module, args)]`."""
+        key = run_key(scenario, module, args)
+        if key not in self._results:
+            self._results[key] = self._start(key, scenario, module, args)
+        result = self._results[key]
+        if isinstance(result, ScenarioFailed):
+            raise result
+        return result
+
+    def _start(self, key: str, scenario: str, module: str, args: dict):
+        if scenario in self._given_up:
+            return ScenarioFailed(f"not run: an earlier {scenario} run {self._given_up[scenario]}", "skipped")
+        size = int(args["world_size"])
+        try:
+            group = self._groups.get(size)
+            if group is None:
+                group = self._groups[size] = LocalGroup(size, self.root, COLLECTIVE_SECONDS)
+            run_args = {k: v for k, v in args.items() if k != "world_size"}
+            values = group.run(scenario, module, run_args, SCENARIO_SECONDS)
+            self.events[key] = group.events
+            return values
+        except ScenarioFailed as exc:
+            if exc.state != "clean-error":
+                self._groups.pop(size, None)
+            if exc.state in ("hung", "died"):
+                self._given_up[scenario] = "hung" if exc.state == "hung" else "ended a rank"
+            return exc
+
+    def close(self) -> None:
+        for group in self._groups.values():
+            group.close()
+        self._groups.clear()
+
+
+def check_run(run: dict, ranks: Ranks) -> list:
+    """Run one public case (an entry of public_runs.json) and judge it like the
+    grader: AssertionError with the grader's line of feedback unless it passes.
+    Returns each rank's value."""
+    try:
+        got = ranks.run(run["scenario"], run["module"], run["args"])
+    except ScenarioFailed as exc:
+        raise AssertionError(f"{run['call']}: {exc}") from None
+    compare = getattr(run_checks, run["compare"])
+    problem = compare.problem(run["expected"], got)
+    if problem is None:
+        return got
+    mistake = next((message for value, message in run["mistakes"] if compare(value, got)), None)
+    raise AssertionError(f"{run['call']}: "
+                         + public_feedback(problem, run["expected"], show_value(got)[:200], run["note"], mistake))

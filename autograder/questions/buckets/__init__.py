@@ -1,0 +1,175 @@
+"""Question 4 — DDP gradient bucket sizes. docs/spec.md, question 4.
+
+4.1-4.4 are plain function calls; 4.5-4.7 run the student's BucketedDDP in
+gloo worker groups of 2 and 3 ranks (probe "gloo", scenario "ddp_train" in
+autograder/kit/scenarios/buckets.py). The three distributed parts ask for the
+same runs, which the probe executes once each, and judge different parts of
+the result: the final weights, the traced all-reduces, their timing.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from shardlab.autograder.kit.checks import DDP_BUCKET_BYTES, DDP_OVERLAP, TRAINS_LIKE_ONE_PROCESS
+from shardlab.autograder.sandbox.gloo.seeds import data_seed
+from shardlab.autograder.core.parts import REAL, Call, Case, Compare, Misconception, Part, function_part
+from shardlab.autograder.questions import Question
+from shardlab.reference import buckets as ref
+from shardlab.reference.cache import once_per_machine
+from shardlab.reference.specs import MiB
+
+M = "buckets"
+
+# ---- 4.1-4.4: case generators (args, public, note) ---------------------------
+
+
+def _layout_args(cfg, rng):
+    yield dict(param_bytes=[4, 4, 4], bucket_bytes=8), True, "the docstring's example"
+    yield dict(param_bytes=[240, 40, 160, 48, 12], bucket_bytes=256), True, "a small MLP, 256-byte cap"
+    yield dict(param_bytes=[], bucket_bytes=1024), True, "edge case: no trainable parameters"
+    yield dict(param_bytes=[100, 5000, 100], bucket_bytes=1000), False, "edge case: a parameter larger than the cap"
+    yield dict(param_bytes=[500, 500, 500, 500], bucket_bytes=1000), False, "edge case: buckets filled exactly"
+    yield dict(param_bytes=[64] * 5, bucket_bytes=1), False, "edge case: every parameter alone"
+    yield dict(param_bytes=[64] * 5, bucket_bytes=25 * MiB), False, "edge case: one bucket"
+    for _ in range(12):
+        sizes = [4 * rng.randint(1, 2**rng.randint(1, 18)) for _ in range(rng.randint(1, 40))]
+        yield dict(param_bytes=sizes, bucket_bytes=rng.choice([4, 1024, 2**16, 2**20, 25 * MiB])), False, ""
+
+
+def _forward_fill(param_bytes, bucket_bytes):
+    buckets, filled = [], 0
+    for i, b in enumerate(param_bytes):
+        if not buckets or filled + b > bucket_bytes:
+            buckets.append([])
+            filled = 0
+        buckets[-1].append(i)
+        filled += b
+    return buckets
+
+
+def _model_args(rng, k):
+    for _ in range(k):
+        yield dict(model_bytes=rng.randint(10**6, 10**11), bandwidth=rng.choice([1e9, 2.5e10, 1e11, 4.5e11]),
+                   call_overhead=rng.choice([5e-6, 2e-5, 1e-4, 1e-3]))
+
+
+def _overhead_args(cfg, rng):
+    b = cfg.buckets
+    yield dict(model_bytes=b.model_bytes, bandwidth=b.bandwidth, call_overhead=b.call_overhead,
+               num_buckets=1), False, "the course numbers, one bucket"
+    yield dict(model_bytes=b.model_bytes, bandwidth=b.bandwidth, call_overhead=b.call_overhead,
+               num_buckets=25), True, "the course numbers, 25 buckets"
+    for args in _model_args(rng, 6):
+        yield dict(args, num_buckets=rng.randint(1, 500)), False, ""
+
+
+def _optimum_args(cfg, rng):
+    b = cfg.buckets
+    yield dict(model_bytes=b.model_bytes, bandwidth=b.bandwidth, call_overhead=b.call_overhead), False, \
+        "the course numbers"
+    yield dict(model_bytes=10**8, bandwidth=10**9, call_overhead=10**-4), True, ""
+    for args in _model_args(rng, 6):
+        yield args, False, ""
+
+
+FORWARD_MSG = ("matches filling buckets in forward order: DDP fills them from the last parameter, "
+               "the order in which backward produces gradients")
+
+# ---- 4.5-4.7: real runs of BucketedDDP on gloo ----------------------------------
+
+# (model, bucket cap in bytes, optimizer): one bucket per parameter, a few, one
+DDP_RUNS = (("frozen_mlp", 1, "sgd"), ("frozen_mlp", 256, "adamw"), ("frozen_mlp", 25 * MiB, "sgd"),
+            ("tied", 1, "adamw"), ("tied", 320, "sgd"), ("tied", 25 * MiB, "adamw"))
+WORLD_SIZES = (2, 3)
+STEPS = 3
+
+
+def _ddp_cases(cfg, rng, multi_bucket_only=False):
+    cases = []
+    for world_size in WORLD_SIZES:
+        for k, (model, cap, optimizer) in enumerate(DDP_RUNS):
+            if multi_bucket_only and len(_layout(model, cap)) < 2:
+                continue
+            args = dict(world_size=world_size, model=model, bucket_size_mb=cap / MiB,
+                        optimizer=optimizer, steps=STEPS, seed=cfg.seed % 1000 + k)
+            note = f"{model}, {len(_layout(model, cap))} bucket(s), {optimizer}, {world_size} ranks"
+            cases.append(Case((Call(M, "ddp_train", args),), public=world_size == 2, note=note))
+    return cases
+
+
+@lru_cache(maxsize=None)
+def _param_bytes(model: str) -> list[int]:
+    """Bytes of each trainable parameter of a toy model, read once per machine
+    (reference/cache.py): building the model imports torch, seconds that would stand
+    before every grading's first run, since the cases' notes count buckets."""
+    def measure() -> list[int]:
+        from shardlab.autograder.kit.toy_models import build_model, trainable_bytes
+        return trainable_bytes(build_model(model, 0))
+    return once_per_machine("param-bytes", {"model": model}, measure, ("shardlab.autograder.kit.toy_models",))
+
+
+def _layout(model: str, cap: float, fill=ref.assign_buckets) -> list[list[int]]:
+    return fill(_param_bytes(model), cap)
+
+
+def _bucket_bytes(model: str, cap: float, fill=ref.assign_buckets) -> list[int]:
+    sizes = _param_bytes(model)
+    return sorted(sum(sizes[i] for i in bucket) for bucket in fill(sizes, cap))
+
+
+def _final_state(case: Case, grad_scale: float = 1.0) -> list:
+    from shardlab.autograder.kit.toy_models import single_process
+    a = case.calls[0].args
+    return [single_process(a["model"], a["optimizer"], a["steps"], data_seed(a["seed"]), a["world_size"],
+                           grad_scale=grad_scale)]
+
+
+def _ddp_part(id, title, points, compare, expect, description, multi_bucket_only=False,
+              misconceptions=(), function=None) -> Part:
+    return Part(id=id, title=title, module=M, points=points, probe="gloo", function=function,
+                cases=lambda cfg, rng: _ddp_cases(cfg, rng, multi_bucket_only),
+                expect=expect, compare=compare, misconceptions=misconceptions, description=description)
+
+
+def _args(case):
+    a = case.calls[0].args
+    return a["model"], a["bucket_size_mb"] * MiB
+
+
+PARTS = (
+    function_part("4.1", M, "assign_buckets", ref.assign_buckets, 2, _layout_args, Compare("exact"),
+                  misconceptions=(("forward fill", FORWARD_MSG, _forward_fill),),
+                  description="bucket layout, filled in reverse parameter order"),
+    function_part("4.2", M, "ddp_overhead_seconds", ref.ddp_overhead_seconds, 1, _overhead_args, REAL,
+                  misconceptions=(("all transfers exposed", "matches exposing every bucket's transfer: "
+                                   "only the last bucket's transfer is not hidden by backward",
+                                   lambda s, w, o, k: k * o + s / w),),
+                  description="communication overhead DDP adds with n_b buckets"),
+    function_part("4.3", M, "optimal_num_buckets", ref.optimal_num_buckets, 1, _optimum_args, REAL,
+                  misconceptions=(("size for count", "matches the optimal bucket size in bytes, "
+                                   "not the number of buckets", ref.optimal_bucket_bytes),),
+                  description="number of buckets minimising the overhead"),
+    function_part("4.4", M, "optimal_bucket_bytes", ref.optimal_bucket_bytes, 1, _optimum_args, REAL,
+                  misconceptions=(("MB for bytes", "matches the optimum in MB: the answer is in bytes",
+                                   lambda s, w, o: ref.optimal_bucket_bytes(s, w, o) / MiB),),
+                  description="bucket size in bytes at the optimum"),
+    _ddp_part("4.5", "BucketedDDP trains like one process", 4, TRAINS_LIKE_ONE_PROCESS, _final_state,
+              "2 and 3 gloo ranks from different initial weights, SGD and AdamW, 3 steps: final "
+              "weights equal single-process full-batch training (FP32, tolerance 1e-5 + 1e-4·|w|)",
+              misconceptions=(Misconception("sum", "matches summing the gradients instead of averaging: "
+                                            "divide each all-reduced bucket by the world size",
+                                            lambda case: _final_state(case, case.calls[0].args["world_size"])),),
+              function="BucketedDDP"),
+    _ddp_part("4.6", "one all-reduce per bucket", 2, DDP_BUCKET_BYTES,
+              lambda case: [_bucket_bytes(*_args(case))],
+              "the traced all-reduces of every step: one per bucket of assign_buckets, each of the "
+              "bucket's byte size",
+              misconceptions=(Misconception("forward fill", FORWARD_MSG,
+                                            lambda case: [_bucket_bytes(*_args(case), fill=_forward_fill)]),)),
+    _ddp_part("4.7", "all-reduce overlaps backward", 2, DDP_OVERLAP, lambda case: [True],
+              "with two or more buckets, an async all-reduce starts before backward has produced "
+              "its last gradient", multi_bucket_only=True),
+)
+
+QUESTION = Question(number=4, module=M, title="DDP gradient bucket sizes", template="buckets.md.j2",
+                    parts=PARTS, worked=ref.worked)

@@ -1,0 +1,213 @@
+"""Question 3 — 4D communication accounting. docs/spec.md, question 3."""
+from __future__ import annotations
+
+from shardlab.autograder.core.casegen import model_shapes
+
+from shardlab.autograder.core.parts import EXACT_INT, REAL, Call, Case, Compare, Part, function_part, written_part
+from shardlab.autograder.kit.checks import MESH_VOLUMES
+from shardlab.autograder.questions import Question
+from shardlab.reference import comm4d as ref
+from shardlab.reference.specs import HARDWARE
+
+M = "comm4d"
+_ICI = [h for h in HARDWARE.values() if h.ici_bytes_per_second > 0]
+
+
+# ---- case generators: (args, public, note) ---------------------------------
+
+def _mesh(rng):
+    """A random mesh: power-of-two X and Y, 1-3 mesh axes each, an ICI chip."""
+    hw = rng.choice(_ICI)
+    return dict(x=2 ** rng.randint(0, 7), y=2 ** rng.randint(0, 6), m_x=rng.randint(1, 3),
+                m_y=rng.randint(1, 3)), hw.flops_per_second, hw.ici_bytes_per_second
+
+
+def _course(cfg):
+    mesh = cfg.mesh
+    return cfg.model, mesh, mesh.device.flops_per_second, mesh.device.ici_bytes_per_second
+
+
+# a public example mesh and model: the course's give the handout's answers, so their cases are hidden
+EXAMPLE = dict(d_model=8192, d_ff=32768, x=4, y=16, m_x=1, m_y=1)
+
+
+def _flops_args(cfg, rng):
+    m = cfg.model
+    yield (dict(tokens=cfg.tokens_per_device, d_model=m.d_model, d_ff=m.d_ff, num_blocks=m.num_blocks),
+           True, "the course model")
+    yield dict(tokens=5, d_model=8, d_ff=24, num_blocks=3), True, "a tiny model"
+    yield dict(tokens=0, d_model=m.d_model, d_ff=m.d_ff, num_blocks=m.num_blocks), False, "edge case: no tokens"
+    for d, f, layers in model_shapes(rng, 5):
+        yield dict(tokens=rng.randint(1, 2**22), d_model=d, d_ff=f, num_blocks=layers), False, ""
+
+
+def _math_args(cfg, rng):
+    m, mesh, c, _ = _course(cfg)
+    yield (dict(tokens=16 * 4096, d_model=m.d_model, d_ff=m.d_ff, n_devices=mesh.n, flops_per_second=c),
+           False, f"the course model on the course mesh (N = {mesh.n})")
+    yield (dict(tokens=16 * 4096, d_model=EXAMPLE["d_model"], d_ff=EXAMPLE["d_ff"], n_devices=64,
+                flops_per_second=c), True, "")
+    yield dict(tokens=1, d_model=m.d_model, d_ff=m.d_ff, n_devices=1, flops_per_second=c), False, "edge case: N = 1"
+    for d, f, _ in model_shapes(rng, 5):
+        mesh_args, c, _ = _mesh(rng)
+        yield (dict(tokens=rng.randint(1, 2**22), d_model=d, d_ff=f,
+                    n_devices=mesh_args["x"] * mesh_args["y"], flops_per_second=c), False, "")
+
+
+def _fsdp_args(cfg, rng):
+    m, mesh, _, w = _course(cfg)
+    yield dict(d_model=m.d_model, d_ff=m.d_ff, y=mesh.y, w_ici=w, m_x=mesh.m_x), False, "the course mesh"
+    yield dict(d_model=EXAMPLE["d_model"], d_ff=EXAMPLE["d_ff"], y=EXAMPLE["y"], w_ici=w, m_x=1), True, ""
+    yield dict(d_model=m.d_model, d_ff=m.d_ff, y=1, w_ici=w, m_x=1), False, "edge case: Y = 1, one mesh axis"
+    for d, f, _ in model_shapes(rng, 5):
+        mesh_args, _, w = _mesh(rng)
+        yield dict(d_model=d, d_ff=f, y=mesh_args["y"], w_ici=w, m_x=mesh_args["m_x"]), False, ""
+
+
+def _tp_args(cfg, rng):
+    m, mesh, _, w = _course(cfg)
+    yield dict(tokens=16 * 4096, d_model=m.d_model, x=mesh.x, w_ici=w, m_y=mesh.m_y), False, "the course mesh"
+    yield dict(tokens=16 * 4096, d_model=EXAMPLE["d_model"], x=EXAMPLE["x"], w_ici=w, m_y=1), True, ""
+    yield dict(tokens=16 * 4096, d_model=m.d_model, x=mesh.x, w_ici=w, m_y=2), True, "Y collectives over 2 mesh axes"
+    for d, _, _ in model_shapes(rng, 5):
+        mesh_args, _, w = _mesh(rng)
+        yield (dict(tokens=rng.randint(1, 2**22), d_model=d, x=mesh_args["x"], w_ici=w,
+                    m_y=mesh_args["m_y"]), False, "")
+
+
+def _min_batch_args(cfg, rng):
+    m, mesh, c, w = _course(cfg)
+    course = dict(d_model=m.d_model, d_ff=m.d_ff, x=mesh.x, y=mesh.y, flops_per_second=c, w_ici=w,
+                  m_x=mesh.m_x, m_y=mesh.m_y)
+    yield course, False, "the course mesh, default convention (overlapped)"
+    yield {**course, "overlap": False}, False, "the course mesh, comms summed"
+    example = dict(d_model=EXAMPLE["d_model"], d_ff=EXAMPLE["d_ff"], x=EXAMPLE["x"], y=EXAMPLE["y"],
+                   flops_per_second=c, w_ici=w, m_x=EXAMPLE["m_x"], m_y=EXAMPLE["m_y"])   # signature order
+    yield example, True, ""
+    yield {**example, "overlap": False}, True, ""
+    # Y large enough that Y·C > F·W·M_Y: TP comms grow with B as fast as the math
+    y_never = 2 * int(m.d_ff * w * mesh.m_y / c) + 2
+    yield {**course, "y": y_never}, True, f"edge case: Y = {y_never}, the TP comms never hide"
+    yield {**course, "m_y": 2, "overlap": False}, False, "Y collectives over 2 mesh axes"
+    # F·W·M_Y = Y·C exactly (1024 · 1e11 = 4 · 2.56e13): overlapped just hides, summed never
+    tie = dict(d_model=128, d_ff=1024, x=8, y=4, flops_per_second=2.56e13, w_ici=1e11, m_x=1, m_y=1)
+    yield tie, False, "edge case: math and TP comms grow equally"
+    yield {**tie, "overlap": False}, False, "edge case: math and TP comms grow equally, summed"
+    for i, (d, f, _) in enumerate(model_shapes(rng, 8)):
+        mesh_args, c, w = _mesh(rng)
+        yield (dict(d_model=d, d_ff=f, **{k: mesh_args[k] for k in ("x", "y")}, flops_per_second=c,
+                    w_ici=w, m_x=mesh_args["m_x"], m_y=mesh_args["m_y"], overlap=i % 2 == 0), False, "")
+
+
+def _volume_args(cfg, rng):
+    m, mesh = cfg.model, cfg.mesh
+    yield dict(tokens=8, d_model=8, d_ff=24, x=2, y=2), True, "a tiny model on a 2 x 2 mesh"
+    if m.d_ff % mesh.y == 0:
+        yield (dict(tokens=mesh.n * 256, d_model=m.d_model, d_ff=m.d_ff, x=mesh.x, y=mesh.y),
+               False, "the course model on the course mesh")
+    yield dict(tokens=12, d_model=8, d_ff=24, x=3, y=2, bytes_per_value=4), False, "FP32 values"
+    yield dict(tokens=4, d_model=16, d_ff=16, x=1, y=1), False, "edge case: a 1 x 1 mesh"
+    for d, f, _ in model_shapes(rng, 5):
+        mesh_args, _, _ = _mesh(rng)
+        x, y = mesh_args["x"], mesh_args["y"]
+        yield dict(tokens=x * rng.randint(1, 4096), d_model=d, d_ff=f, x=x, y=y), False, ""
+
+
+# ---- misconceptions: the wrong function each mistake amounts to --------------
+
+NO_M_MSG = ("matches leaving out the M factor: a collective over an axis spanning M mesh axes "
+            "uses M sets of bidirectional links, V / (W_ici · M) seconds")
+
+
+def _scaled(value, divisor):
+    return None if value is None else value / divisor
+
+
+def _flipped(d, f, x, y, c, w, mx, my, overlap=True):
+    return ref.min_batch_compute_bound(d, f, x, y, c, w, mx, my, not overlap)
+
+
+def _shards(tokens, d, f, x, y, bpv=2):
+    """The local shards' sizes instead of the gathered / unscattered tensors."""
+    axis = {"allgather_in": y, "allgather_w_in": x, "allgather_w_out": x, "reducescatter_out": y}
+    return {k: v // axis[k] for k, v in ref.block_collective_bytes(tokens, d, f, x, y, bpv).items()}
+
+
+PARTS = (
+    function_part("3.1", M, "forward_flops", ref.forward_flops, 1, _flops_args, EXACT_INT,
+                  misconceptions=(("2TDF per block", "matches one matmul per block: each block has two, "
+                                   "W_in and W_out", lambda t, d, f, layers: t * d * f * layers * 2),),
+                  description="forward FLOPs of the model, all devices together"),
+    function_part("3.2", M, "math_seconds", ref.math_seconds, 1, _math_args, REAL,
+                  misconceptions=(("compute not divided", "matches the math time of the whole batch on one "
+                                   "chip: the FLOPs are split across all N = X·Y chips",
+                                   lambda t, d, f, k, c: ref.math_seconds(t, d, f, 1, c)),),
+                  description="math seconds of one block's forward on N chips"),
+    function_part("3.3", M, "fsdp_comm_seconds", ref.fsdp_comm_seconds, 1, _fsdp_args, REAL,
+                  misconceptions=(("no M factor", NO_M_MSG,
+                                   lambda d, f, y, w, mx: ref.fsdp_comm_seconds(d, f, y, w, 1)),
+                                  ("weights not sharded over Y", "matches gathering the full W_in and W_out: "
+                                   "over X each chip gathers only its F/Y slice of both",
+                                   lambda d, f, y, w, mx: ref.fsdp_comm_seconds(d, f, 1, w, mx))),
+                  description="FSDP all-gather seconds of one block"),
+    function_part("3.4", M, "tp_comm_seconds", ref.tp_comm_seconds, 1, _tp_args, REAL,
+                  misconceptions=(("no M factor", NO_M_MSG,
+                                   lambda t, d, x, w, my: ref.tp_comm_seconds(t, d, x, w, 1)),),
+                  description="TP all-gather + reduce-scatter seconds of one block"),
+    function_part("3.5", M, "min_batch_compute_bound", ref.min_batch_compute_bound, 3, _min_batch_args,
+                  Compare("real_or_none"),
+                  misconceptions=(
+                      ("summed where overlapped", "matches the other convention: with overlap=True (the "
+                       "default) comms run while the chips compute and the binding term is max(FSDP, TP); "
+                       "overlap=False sums them", _flipped),
+                      ("per-chip batch", "matches B/N, the batch per chip (the same number comes out when "
+                       "the math is not divided across the N chips): return the global batch B in tokens",
+                       lambda d, f, x, y, *rest: _scaled(ref.min_batch_compute_bound(d, f, x, y, *rest), x * y)),
+                      ("per-shard batch", "matches B/X, the batch per data shard: return the global batch "
+                       "B = X · (B/X) in tokens",
+                       lambda d, f, x, y, *rest: _scaled(ref.min_batch_compute_bound(d, f, x, y, *rest), x)),
+                      ("compute not divided", "matches math time not divided across the N = X·Y chips",
+                       lambda d, f, x, y, c, *rest: ref.min_batch_compute_bound(d, f, x, y, c / (x * y), *rest)),
+                      ("no M factor", NO_M_MSG,
+                       lambda d, f, x, y, c, w, mx, my, *rest:
+                           ref.min_batch_compute_bound(d, f, x, y, c, w, 1, 1, *rest)),
+                  ), description="smallest global batch (tokens) at which one block is compute bound"),
+    function_part("3.6", M, "block_collective_bytes", ref.block_collective_bytes, 2, _volume_args,
+                  Compare("int_dict"),
+                  misconceptions=(("local shard sizes", "matches the local shards' sizes: V is the gathered "
+                                   "tensor for an all-gather and the tensor before scattering for a "
+                                   "reduce-scatter", _shards),),
+                  description="bytes of each collective of one block's forward, per chip"),
+)
+
+# ---- 3.8: block_collective_bytes against a traced 2 x 2 gloo mesh ---------------
+
+MESH_SHAPES = ((8, 8, 16), (6, 12, 12), (4, 4, 8))     # (tokens, d_model, d_ff) on X = Y = 2
+
+
+def _mesh_cases(cfg, rng):
+    return [Case((Call(M, "comm4d_mesh_forward", dict(world_size=4, tokens=t, d_model=d, d_ff=f,
+                                                      x=2, y=2, seed=cfg.seed % 1000 + k)),),
+                 public=k == 0, note="a real BF16 forward on a 2 x 2 gloo mesh")
+            for k, (t, d, f) in enumerate(MESH_SHAPES)]
+
+
+def _mesh_expect(case: Case) -> list:
+    a = case.calls[0].args
+    return [ref.block_collective_bytes(a["tokens"], a["d_model"], a["d_ff"], a["x"], a["y"])]
+
+
+REAL_RUN = Part(
+    id="3.8", title="real-run check on a 2 x 2 mesh", module=M, points=3, probe="gloo",
+    cases=_mesh_cases, expect=_mesh_expect, compare=MESH_VOLUMES,
+    description=("one block's BF16 forward with the layout In[B_X, D_Y] · W_in[D_X, F_Y] · "
+                 "W_out[F_Y, D_X] on a 2 x 2 gloo mesh, every collective traced per mesh axis: "
+                 "block_collective_bytes must equal the measured volumes"))
+
+WRITTEN_B = written_part("3.b", M, "(b) written: when is the mesh compute bound?",
+                         "in writeup.md, graded by hand: your calculation and a one-sentence answer to (b)")
+FREE_RESPONSE = written_part("3.7", M, "(d) a smaller batch, still compute bound",
+                             "in writeup.md, graded by hand: a paragraph backed by references or equations")
+
+QUESTION = Question(number=3, module=M, title="4D communication accounting", template="comm4d.md.j2",
+                    parts=PARTS + (WRITTEN_B, FREE_RESPONSE, REAL_RUN), worked=ref.worked)

@@ -1,0 +1,51 @@
+"""The pipeline schedules of question 5 as a figure: GPipe ("afab") above
+1F1B, one row per stage, each micro-batch's forward and backward a bar.
+
+The orders are the reference's (reference/pipeline_schedule.py: GPipe runs
+every forward, then every backward; 1F1B runs p - s - 1 warm-up forwards on
+stage s, then one forward and one backward in turn, then the remaining
+backwards), timed by publish/pipeline_timeline.layout as an ideal pipeline
+runs them (no communication time, every forward t_f and every backward
+t_b). `draw` is registered in publish/diagrams.py (`pipeline_schedules`):
+schematic for students (p = 4, m = 8, no time axis), to scale for the
+solutions (the course's p and m, t_f in seconds). A student's own traced
+order is drawn the same way beside 1F1B (pipeline_timeline.draw_traced).
+"""
+from __future__ import annotations
+
+from shardlab.autograder.kit.timelines.pipeline import Op, draw_panel, layout
+from shardlab.reference.pipeline_schedule import gpipe, letters, one_f_one_b
+
+SCHEDULES = (("afab", "GPipe: all forwards, then all backwards"),
+             ("1f1b", "1F1B: warm-up forwards, then one forward and one backward in turn"))
+ORDERS = {"afab": gpipe, "1f1b": one_f_one_b}
+
+
+def schedule(kind: str, p: int, m: int, t_f: float = 1.0, t_b: float = 2.0) -> list[Op]:
+    """Every operation of one step of schedule `kind` with its start time, stage by stage in order."""
+    return layout([letters(ORDERS[kind](s, p, m)) for s in range(p)], t_f, t_b)
+
+
+def draw(p: int, m: int, t_f: float, t_b: float, to_scale: bool, titles: dict[str, str] | None = None):
+    """GPipe above 1F1B; `titles` (by schedule) replace the default panel titles."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    lines = max(t.count("\n") for t in (titles or {"": ""}).values())    # extra title lines
+    height = 1.3 + 2 * min(0.42 * p, 3.0) + 0.45 * lines     # a deep pipeline's rows get thinner
+    fig, axes = plt.subplots(2, 1, figsize=(8.6, height), dpi=110, sharex=True)
+    fig.subplots_adjust(left=0.1, right=0.98, top=1 - (0.5 + 0.2 * lines) / height, bottom=0.5 / height,
+                        hspace=0.35 + 0.1 * lines)
+    step = (m + p - 1) * (t_f + t_b)
+    for ax, (kind, title) in zip(axes, SCHEDULES):
+        draw_panel(ax, schedule(kind, p, m, t_f, t_b), p, step, (titles or {}).get(kind, title), 0.88 * 8.6 * 72)
+    if to_scale:
+        axes[-1].set_xlabel("time (s)", fontsize=8.5)
+        axes[-1].tick_params(axis="x", labelsize=8)
+    else:
+        axes[-1].set_xticks([])
+        axes[-1].set_xlabel("time →  (a backward takes twice as long as a forward)", fontsize=9)
+    handles = {label: h for ax in axes for h, label in zip(*ax.get_legend_handles_labels())}
+    fig.legend(list(handles.values()), list(handles), loc="upper center", ncol=3, fontsize=8.5, frameon=False,
+               bbox_to_anchor=(0.5, 1.0))
+    return fig
