@@ -14,17 +14,17 @@ import pytest
 from helpers import all_reduces_against_backward, run_cli
 from shardlab.autograder.core.parts import Call, Case
 from shardlab.autograder.selfcheck import assembled, fixtures, folder_of
-from shardlab.autograder.kit.timelines.feedback import drawn_cases, timeline
+from shardlab.autograder.engine.grading import case_timeline, drawn_case
 from shardlab.autograder.platforms import batch
 from shardlab.autograder.platforms.otter import question_output
-from shardlab.autograder.kit.timelines import DRAWN
+from shardlab.autograder.questions import all_parts
 from shardlab.autograder.kit.timelines.pipeline import draw_traced, drawn_schedules, pipeline_summary, traced_orders
 from shardlab.autograder.publish.stubs import SOLUTIONS
 from shardlab.autograder.sandbox.process import Outcome
 
 PNG = b"\x89PNG\r\n\x1a\n"
 STEMS = ("bucketed-ddp", "fsdp", "pipeline")
-DDP, PIPELINE = (next(d for d in DRAWN if d.part == part) for part in ("4.7", "5.10"))
+DDP, PIPELINE = (next(p for p in all_parts() if p.id == part) for part in ("4.7", "5.10"))
 
 
 def _fixture(name: str):
@@ -87,23 +87,23 @@ def _step_events(k: int = 2) -> list[list[dict]]:
 def test_the_first_public_case_is_drawn_and_a_failed_run_is_not():
     call = Call("buckets", "ddp_train", {"world_size": 2, "seed": 1})
     hidden, public = Case((call,), False, "hidden"), Case((call,), True, "public")
-    assert drawn_cases({"4.7": [hidden, public], "1.1": [public]}) == {"4.7": (1, ("4.7", "bucketed-ddp", "step 2",
-                                                                                  "overlap"))}
-    assert drawn_cases({"2.11": [hidden]}) == {"2.11": (0, ("2.11", "fsdp", "1", "overlap"))}
-    assert timeline(public, DDP, [Outcome(error="rank 1 ended its process")]) is None
-    assert timeline(public, DDP, [Outcome(value=[1, 2])]) is None     # no trace asked
-    drawn = timeline(public, DDP, [Outcome(value=[1, 2], trace=_step_events())])
+    assert drawn_case([hidden, public]) == 1 and drawn_case([hidden, hidden]) == 0
+    assert [p.id for p in all_parts() if p.drawn] == ["2.11", "4.7", "5.10"]    # the definitions say which
+    assert DDP.drawn == ("bucketed-ddp", "step 2", "overlap")
+    assert case_timeline(DDP, public, [Outcome(error="rank 1 ended its process")]) is None
+    assert case_timeline(DDP, public, [Outcome(value=[1, 2])]) is None     # no trace asked
+    drawn = case_timeline(DDP, public, [Outcome(value=[1, 2], trace=_step_events())], True)
     assert drawn["title"] == f"{call.show()}, step 2" and "1 of 1 all-reduces started before" in drawn["summary"]
     assert json.loads(json.dumps(drawn)) == drawn                   # plain JSON
-    secret = timeline(hidden, DDP, [Outcome(value=[1, 2], trace=_step_events())])
+    secret = case_timeline(DDP, hidden, [Outcome(value=[1, 2], trace=_step_events())])
     assert "seed" not in secret["title"] and secret["title"].startswith("a hidden case of ddp_train (hidden)")
-    assert timeline(public, DDP, [Outcome(value=[1], trace=[[{"kind": "phase"}]])]) is None
+    assert case_timeline(DDP, public, [Outcome(value=[1], trace=[[{"kind": "phase"}]])]) is None
 
 
 @pytest.mark.pure
 def test_feedback_names_the_drawing_and_gradescope_shows_the_summary(tmp_path: Path):
-    drawn = timeline(Case((Call("buckets", "ddp_train", {"world_size": 2}),), True), DDP,
-                     [Outcome(value=[1, 2], trace=_step_events())])
+    drawn = case_timeline(DDP, Case((Call("buckets", "ddp_train", {"world_size": 2}),), True),
+                          [Outcome(value=[1, 2], trace=_step_events())], True)
     report = {"status": "ok", "score": 2, "max_score": 4, "questions": [{"id": "4", "title": "DDP", "score": 2,
               "max_score": 4, "parts": [
                   {"id": "4.7", "title": "overlap", "score": 2, "max_score": 2, "feedback": "ok", "timeline": drawn},
@@ -143,7 +143,7 @@ def test_the_pipeline_drawing_shows_the_traced_order_beside_1f1b(tmp_path: Path)
     ideal = [{"order": "FFBFBFBB"}, {"order": "FBFBFBFB"}]           # 1F1B, p = 2, m = 4 (docs/spec.md)
     gpipe = _pipeline_events("FFFFBBBB", "FFFFBBBB")
     assert traced_orders(gpipe) == ["FFFFBBBB", "FFFFBBBB"]
-    drawn = timeline(case, PIPELINE, [Outcome(value=[1, 2], trace=gpipe)], ideal)
+    drawn = case_timeline(PIPELINE, case, [Outcome(value=[1, 2], trace=gpipe)], ideal)
     assert drawn["ideal"] == ["FFBFBFBB", "FBFBFBFB"] and drawn["kind"] == "pipeline"
     assert drawn["summary"].startswith("stage 0: FFFFBBBB, up to 4 in flight (1F1B: FFBFBFBB, up to 2)")
     mine, best, how = drawn_schedules(traced_orders(drawn["events"]), drawn["ideal"])

@@ -4,7 +4,7 @@ a traced step read by hand, the solution and a second design graded full,
 and the wrong pipelines losing what they declare."""
 import pytest
 
-from shardlab.autograder.kit import checks as checks
+from shardlab.autograder.kit.checks import pipeline as checks
 from shardlab.autograder.engine.grading import grade_part_ids
 from shardlab.autograder.core.parts import Call
 from shardlab.autograder.selfcheck import fixtures, folder_of

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from shardlab.autograder.kit.comparison import Compare, Comparator
+from shardlab.autograder.kit.timelines import Drawn
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,9 @@ class Part:
     'calls' (plain function calls in one sandboxed process) or 'gloo'
     (named scenarios on a group of gloo ranks).
     bonus: its points come on top of the question's maximum.
+    drawn: how the run of its first public case is drawn as a timeline, in
+    the grading's feedback and by the starter kit (kit/timelines); None for
+    parts that are not drawn.
     """
 
     id: str
@@ -94,6 +98,7 @@ class Part:
     description: str = ""
     probe: str = "calls"
     bonus: bool = False
+    drawn: Drawn | None = None
 
 
 def function_part(id: str, module: str, function: str, reference: Callable, points: float,

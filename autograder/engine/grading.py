@@ -33,7 +33,7 @@ from shardlab.autograder.engine.probes import PROBES
 from shardlab.autograder.core.results import (INTERNAL_ERROR, GroupResult, PartResult, QuestionResult, Report,
                                                 internal_error_result)
 from shardlab.autograder.engine.submission import open_submission
-from shardlab.autograder.kit.timelines.feedback import drawn_cases, timeline
+from shardlab.autograder.kit.timelines import timeline
 from shardlab.autograder.engine.writeup import read_writeup, written_feedback
 from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.questions import all_parts, check_points_config, part_points, questions
@@ -190,7 +190,7 @@ def grade_parts(root: Path, cfg, parts: list[Part], limits: Limits = Limits()):
                 unstarted.update({p.id: reason for p in parts if p.probe == probe})
     with phase("cases"):
         cases = {p.id: part_cases(cfg, p.id) for p in parts}
-        drawn = drawn_cases(cases)
+        drawn = {p.id: drawn_case(cases[p.id]) for p in parts if p.drawn and cases[p.id]}
 
     def expected_values():
         with phase("expected values", lane="reference"):
@@ -199,7 +199,7 @@ def grade_parts(root: Path, cfg, parts: list[Part], limits: Limits = Limits()):
         expected = pool.submit(expected_values)
         outcomes, failed, output, printed = _run_probes(
             root, {pid: c for pid, c in cases.items() if pid not in unstarted}, limits,
-            frozenset((pid, k) for pid, (k, _) in drawn.items()))
+            frozenset(drawn.items()))
         with phase("waiting for expected values"):
             expected = expected.result()
     failed.update(unstarted)
@@ -212,9 +212,25 @@ def grade_parts(root: Path, cfg, parts: list[Part], limits: Limits = Limits()):
                              _score_or_error(p, part_points(p, cfg), cases[p.id], values,
                                              [outcomes[(p.id, k)] for k in range(len(cases[p.id]))]))
             if p.id in drawn and not reason:        # after scoring, and never part of it
-                k, how = drawn[p.id]
-                results[p.id].timeline = timeline(cases[p.id][k], how, outcomes[(p.id, k)], values[k][0])
+                results[p.id].timeline = case_timeline(p, cases[p.id][drawn[p.id]], outcomes[(p.id, drawn[p.id])],
+                                                   values[drawn[p.id]][0])
     return results, output, printed
+
+
+def drawn_case(cases: list[Case]) -> int:
+    """The case a drawn part's timeline shows: its first public case, else its first."""
+    return next((k for k, c in enumerate(cases) if c.public), 0)
+
+
+def case_timeline(part: Part, case: Case, got: list[Outcome], expected=None) -> dict | None:
+    """The traced step of a drawn part's run (kit/timelines.timeline), or None when the run
+    failed (hung, crashed, raised). A hidden case's title names its group, never its inputs."""
+    run = got[0] if got else None
+    if run is None or run.error is not None:
+        return None
+    call = case.calls[0]
+    title = call.show() if case.public else f"a hidden case of {call.function} ({case.group})"
+    return timeline(part.drawn, title, run.trace, expected)
 
 
 def grade_part_ids(root: Path, cfg, part_ids, limits: Limits = Limits()) -> dict[str, PartResult]:

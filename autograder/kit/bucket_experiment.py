@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-import shardlab.autograder.kit.scenarios.bucket_timing as buckets_ranks
-from shardlab.autograder.kit.local import LocalGroup, ScenarioFailed
+from .scenarios import bucket_timing as buckets_ranks
+from .local import LocalGroup, ScenarioFailed
 
 MiB = 2**20                                                      # a bucket "MB", as DDP's bucket_cap_mb
 RANKS = 2

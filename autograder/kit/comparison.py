@@ -2,8 +2,8 @@
 
 One module for the grader and the students' kit. The grader judges every
 value with a `Comparator` (a `Compare` for plain values, the comparators of
-kit/rank_comparison.py for per-rank results); the starter kit and the
-notebook ship this very file as `shardlab_check.py` and call `check` on each
+`rank_comparison` for per-rank results); the starter kit and the
+notebook carry this very file (the kit as shardlab_local/comparison.py) and call `check` on each
 public case, so a student sees the grader's verdict and wording. That is why
 it imports nothing but the standard library.
 
@@ -27,7 +27,7 @@ WRONG = "wrong value"
 
 
 class Comparator(Protocol):
-    """What a part's `compare` must be (core/parts.py)."""
+    """What a part's `compare` must be (`Part.compare`)."""
 
     def problem(self, expected: Any, got: Any) -> str | None:
         """None when `got` is right, else a short reason ("wrong value" when

@@ -47,8 +47,8 @@ import time
 from datetime import timedelta
 from multiprocessing.connection import Connection, wait
 
-from shardlab.autograder.kit.verdict import failure, unfinished
-from shardlab.autograder.kit.student_values import describe_exception, plain
+from .verdict import failure, unfinished
+from .student_values import describe_exception, plain
 
 START_SECONDS = 120.0          # spawning a rank imports torch: seconds, more on a cold laptop
 MAX_ERROR_CHARS = 2000
@@ -219,9 +219,9 @@ def rank_main() -> None:
         import torch
         import torch.distributed as dist
 
-        from shardlab.autograder.kit.scenarios import (RankContext, StudentContext, load_all,
+        from .scenarios import (RankContext, StudentContext, load_all,
                                                                       record_mark)
-        from shardlab.autograder.kit.tracing import Tracer, explain
+        from .tracing import Tracer, explain
         warnings.filterwarnings("ignore")             # torch's deprecation notes
         torch.set_num_threads(1)
         scenarios = load_all()

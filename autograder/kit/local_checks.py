@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 
-import shardlab.autograder.kit.checks as run_checks
-from shardlab.autograder.kit.comparison import public_feedback, show_value
-from shardlab.autograder.kit.local import LocalGroup, ScenarioFailed
+from .checks import comparator_named
+from .comparison import public_feedback, show_value
+from .local import LocalGroup, ScenarioFailed
 
 SCENARIO_SECONDS = 30.0         # one training run takes well under a second; a laptop may be slow
 COLLECTIVE_SECONDS = 5.0
@@ -81,7 +81,7 @@ def check_run(run: dict, ranks: Ranks) -> list:
         got = ranks.run(run["scenario"], run["module"], run["args"])
     except ScenarioFailed as exc:
         raise AssertionError(f"{run['call']}: {exc}") from None
-    compare = getattr(run_checks, run["compare"])
+    compare = comparator_named(run["compare"])
     problem = compare.problem(run["expected"], got)
     if problem is None:
         return got

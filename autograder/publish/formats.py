@@ -24,7 +24,6 @@ from mdit_py_plugins.dollarmath import dollarmath_plugin
 from shardlab.autograder.kit import comparison
 from shardlab.autograder.publish.diagrams import document_figures
 from shardlab.autograder.publish.kit_harness import is_distributed
-from shardlab.autograder.kit.timelines import DRAWN
 from shardlab.autograder.questions import questions
 
 PAGE = """<!DOCTYPE html>
@@ -120,11 +119,11 @@ def show_timeline(part_id):
     from pathlib import Path
     from IPython.display import Image, display
     runs = kit_runs(part_id)
-    from timelines import DRAWN, draw_timelines
+    from shardlab_local.timelines import draw_timelines
     out = Path.cwd() / "timelines"
     for line in draw_timelines(runs, os.getcwd(), out):
         print(line)
-    png = out / (next(drawn.stem for drawn in DRAWN if drawn.part == part_id) + ".png")
+    png = out / (runs[0]["drawn"]["stem"] + ".png")
     if png.exists():
         display(Image(filename=str(png)))
 
@@ -147,7 +146,6 @@ def write_answer(part_id, text):
     print(f"saved {{part_id}} in writeup.md ({{len(text.split())}} words)")
 '''
 
-TIMELINE_PARTS = {drawn.part for drawn in DRAWN}    # a timeline cell follows their check cell
 _SECTION = re.compile(r"^(?=#{2,3} )", re.M)
 
 
@@ -198,7 +196,7 @@ def notebook(cfg, handout_md: str, checks: dict) -> nbformat.NotebookNode:
                 f"**Task {part.id}** {part.title}: {part.description}. This cell runs its public cases on "
                 f"local gloo ranks, with the grader's own checks:"))
             cells.append(nbformat.v4.new_code_cell(f"run_distributed({part.id!r})"))
-            if part.id in TIMELINE_PARTS:
+            if part.drawn:       # a timeline cell follows the check cell
                 cells.append(nbformat.v4.new_markdown_cell(
                     "One training step of your class, traced on the same ranks: compute above, each collective "
                     "below, per rank (compare with the handout's figure):"))

@@ -1,113 +1,88 @@
-"""The starter kit's distributed checks: the grader's own rank-side code,
-shipped as the package `tests/shardlab_local/`, and the public runs it checks.
+"""The starter kit's distributed checks: the `kit` package, shipped whole as
+`tests/shardlab_local/`, and the public runs it checks.
 
-One source. The kit's ranks run the grader's scenarios
-(sandbox/gloo/ranks/scenarios/), traced by the grader's tracer, judged by the
-grader's comparators (kit/checks/__init__.py), with failures worded by the
-grader's verdict.py; only the launcher differs (kit/local.py:
-subprocess ranks, no walls, instead of the Linux fork server and its jails).
-Each module in `SHIPPED` is copied verbatim but for its imports, which are
-renamed from `shardlab.…` to the kit's names; the build refuses a shipped
-module that would import anything else of shardlab, and
-tests/test_publish_kit_harness.py fails if a kit file is not exactly the
-rewritten source.
+One source. The kit's ranks run the grader's scenarios, traced by the
+grader's tracer, judged by the grader's comparators and worded by the
+grader's verdicts; only the launcher differs (`kit.local`: subprocess ranks,
+no walls, instead of the Linux fork server and its jails). The package is
+copied file for file: it imports only itself (relative imports), the
+standard library, torch, numpy and matplotlib, so it runs unchanged under
+another name. tests/test_package_structure.py checks that, and the build
+refuses a kit file that imports shardlab by name.
 
-Nothing that answers a question is shipped: no reference analytic module, no
-solution. The public runs (`public_runs.json`) carry, for each public case of
-a distributed part, the scenario call with its public seed, the comparator's
-name, the expected value and the values the part's known mistakes give, all
-computed here by the part's own `expect` inside `seeds.public_seeds()` (the
-kit runs the public seed as is; a grading runs a keyed seed the kit never
-sees). These are values the grader's feedback shows for public cases anyway:
-the final weights of single-process training, of PyTorch's own fully_shard,
-a storage budget, the bytes of each bucket.
+Nothing that answers a question is in the package: no reference analytic
+module, no solution. The public runs (`public_runs.json`) carry, for each
+public case of a distributed part, the scenario call with its public seed,
+the comparator's name, the expected value and the values the part's known
+mistakes give, all computed here by the part's own `expect` inside
+`seeds.public_seeds()` (the kit runs the public seed as is; a grading runs a
+keyed seed the kit never sees). These are values the grader's feedback shows
+for public cases anyway: the final weights of single-process training, of
+PyTorch's own fully_shard, a storage budget, the bytes of each bucket.
 """
 from __future__ import annotations
 
-import inspect
 import re
-from importlib import import_module
+from importlib import resources
 
-from shardlab.autograder.kit import checks as run_checks
-from shardlab.autograder.engine.plan import part_cases
+from shardlab.autograder import kit
 from shardlab.autograder.core.errors import ShardlabError
+from shardlab.autograder.engine.plan import part_cases
+from shardlab.autograder.kit.checks import name_of
 from shardlab.autograder.questions import questions
 from shardlab.autograder.sandbox.gloo.seeds import public_seeds
 
 KIT_PACKAGE = "shardlab_local"         # tests/shardlab_local/ in the kit
-_G = "shardlab.autograder"
 
-# grader module -> its name in the kit (tests/ is on the kit's pytest path)
-SHIPPED = {
-    f"{_G}.engine.comparison": "shardlab_check",
-    f"{_G}.engine.rank_comparison": f"{KIT_PACKAGE}.rank_comparison",
-    f"{_G}.engine.run_checks": f"{KIT_PACKAGE}.run_checks",
-    f"{_G}.sandbox.student_values": f"{KIT_PACKAGE}.student_values",
-    f"{_G}.sandbox.gloo.verdict": f"{KIT_PACKAGE}.verdict",
-    f"{_G}.sandbox.gloo.local": f"{KIT_PACKAGE}.local",
-    f"{_G}.sandbox.gloo.local_checks": f"{KIT_PACKAGE}.local_checks",
-    f"{_G}.sandbox.gloo.ranks.tracing": f"{KIT_PACKAGE}.tracing",
-    f"{_G}.sandbox.gloo.ranks.scenarios": f"{KIT_PACKAGE}.scenarios",
-    f"{_G}.sandbox.gloo.ranks.scenarios.ddp": f"{KIT_PACKAGE}.scenarios.ddp",
-    f"{_G}.sandbox.gloo.ranks.scenarios.fsdp": f"{KIT_PACKAGE}.scenarios.fsdp",
-    f"{_G}.sandbox.gloo.ranks.scenarios.comm4d": f"{KIT_PACKAGE}.scenarios.comm4d",
-    f"{_G}.sandbox.gloo.ranks.scenarios.pipeline": f"{KIT_PACKAGE}.scenarios.pipeline",
-    f"{_G}.publish.timeline": f"{KIT_PACKAGE}.timeline",
-    f"{_G}.publish.pipeline_timeline": f"{KIT_PACKAGE}.pipeline_timeline",
-    f"{_G}.publish.kit_timelines": "timelines",          # tests/timelines.py: `python tests/timelines.py`
-    f"{_G}.bench.buckets_ranks": f"{KIT_PACKAGE}.bench_ranks",
-    f"{_G}.bench.buckets": "bench_buckets",              # tests/bench_buckets.py: Q4(c)'s experiment
-    "shardlab.autograder.kit.toy_models": f"{KIT_PACKAGE}.toy_models",
-    "shardlab.autograder.kit.comm4d_mesh": f"{KIT_PACKAGE}.comm4d_mesh",
+# The kit's two commands, run from its folder (`python tests/timelines.py`): tests/ is on
+# their path, so they find the package.
+LAUNCHERS = {
+    "tests/timelines.py": ("Your timelines: one traced training step of each drawn task, on local gloo "
+                           "ranks (writes timelines/)", "timelines"),
+    "tests/bench_buckets.py": ("Question 4 (c)'s experiment: o and w of gloo all-reduces on this machine, "
+                               "your own cost model, swept (writes bench/)", "bucket_experiment"),
 }
+LAUNCHER = '''"""{doc}. Run it from the kit's folder: python {path}"""
+from {package}.{module} import main
 
-PACKAGE_README = '''"""The grader's own code for the distributed checks, copied by `shardlab build`.
-
-Every module here but this one is a file of the autograder, verbatim except
-for its imports: the scenarios your code runs in (scenarios/), the tracing of
-torch.distributed (tracing.py), the rules that judge a run (run_checks.py,
-rank_comparison.py, and ../shardlab_check.py) and the words for a hang
-(verdict.py). Only the launcher is the kit's own way of starting ranks
-(local.py: one process per rank, no sandbox). Do not edit them: the
-autograder uses its own copies.
-"""
+if __name__ == "__main__":
+    main()
 '''
 
-_IMPORT = re.compile(r"^(\s*)(from|import)\s+(shardlab(?:\.\w+)*)", re.M)
-
-
-def _kit_path(name: str, is_package: bool) -> str:
-    return "tests/" + name.replace(".", "/") + ("/__init__.py" if is_package else ".py")
-
-
-def rewrite(source: str, origin: str) -> str:
-    """`source` of module `origin` with every shardlab import renamed to the kit's; a
-    ShardlabError for an import of a module the kit does not ship."""
-    def rename(m: re.Match) -> str:
-        name = m.group(3)
-        if name not in SHIPPED:
-            raise ShardlabError(f"the starter kit cannot ship {origin}: it imports {name}, which is "
-                                f"not among the kit's modules (publish/kit_harness.SHIPPED)")
-        return f"{m.group(1)}{m.group(2)} {SHIPPED[name]}"
-    return _IMPORT.sub(rename, source)
+_SHARDLAB_IMPORT = re.compile(r"^\s*(?:from|import)\s+shardlab\b", re.M)
 
 
 def harness_files() -> dict[str, str]:
-    """Kit path -> text of every shipped module (and the package's own __init__)."""
-    files = {f"tests/{KIT_PACKAGE}/__init__.py": PACKAGE_README}
-    for origin, name in SHIPPED.items():
-        module = import_module(origin)
-        files[_kit_path(name, hasattr(module, "__path__"))] = rewrite(inspect.getsource(module), origin)
+    """Kit path -> text: every file of the `kit` package, and the two launchers."""
+    root = resources.files(kit)
+    files = {}
+    for path in sorted(_python_files(root)):
+        text = path.read_text(encoding="utf-8")
+        relative = str(path).removeprefix(str(root)).lstrip("/")
+        if _SHARDLAB_IMPORT.search(text):
+            raise ShardlabError(f"the starter kit cannot ship kit/{relative}: it imports shardlab by name "
+                                f"(the kit package imports only itself, relatively)")
+        files[f"tests/{KIT_PACKAGE}/{relative}"] = text
+    for path, (doc, module) in LAUNCHERS.items():
+        files[path] = LAUNCHER.format(doc=doc, path=path, package=KIT_PACKAGE, module=module)
     return files
 
 
+def _python_files(folder):
+    for entry in folder.iterdir():
+        if entry.is_dir() and entry.name != "__pycache__":
+            yield from _python_files(entry)
+        elif entry.name.endswith(".py"):
+            yield entry
+
+
 def comparator_name(compare) -> str:
-    """The name of a distributed part's comparator in kit/checks/__init__.py."""
-    for name, value in vars(run_checks).items():
-        if name.isupper() and value is compare:
-            return name
-    raise ShardlabError(f"a distributed part's comparator {compare!r} is not named in kit/checks/__init__.py, "
-                        f"so the starter kit cannot check it")
+    """The name of a distributed part's comparator in the `kit.checks` package."""
+    name = name_of(compare)
+    if name is None:
+        raise ShardlabError(f"a distributed part's comparator {compare!r} is not named in the kit.checks package, "
+                            f"so the starter kit cannot check it")
+    return name
 
 
 def is_distributed(part) -> bool:
@@ -123,7 +98,8 @@ def distributed_parts(cfg=None) -> list:
 def public_runs(cfg) -> dict[str, list[dict]]:
     """{question number: [one entry per public case of a distributed part]}; each entry:
     id, part, title, scenario, module, args (world_size included), call (as feedback
-    shows it), note, compare (a name in run_checks), expected, mistakes [[value, message]]."""
+    shows it), note, compare (a comparator's name in kit.checks), expected, mistakes
+    [[value, message]], and drawn (the part's `Drawn` as a dict, or None)."""
     out: dict[str, list[dict]] = {}
     with public_seeds():
         for q in questions(cfg):
@@ -138,5 +114,6 @@ def public_runs(cfg) -> dict[str, list[dict]]:
                     runs.append(dict(id=f"{part.id} {call.function} {case.note}", part=part.id, title=part.title,
                                      scenario=call.function, module=call.module, args=dict(call.args),
                                      call=call.show(), note=case.note, compare=comparator_name(part.compare),
-                                     expected=expected, mistakes=mistakes))
+                                     expected=expected, mistakes=mistakes,
+                                     drawn=part.drawn._asdict() if part.drawn else None))
     return out

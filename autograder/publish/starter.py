@@ -7,12 +7,12 @@ Pipeline, in order:
    the grader's feedback anyway; hidden cases and reference code never leave);
 2. public runs: every public case of every distributed part (probe "gloo"),
    run by the kit on local gloo ranks with the grader's own scenarios and
-   comparators (publish/kit_harness.py ships them as tests/shardlab_local/);
+   comparators (kit_harness ships the `kit` package whole as
+   tests/shardlab_local/);
 3. the kit: assignments/ stubs, tests/ (one plain pytest file per question,
-   the JSON cases and runs, kit/comparison.py verbatim as
-   `shardlab_check.py`, the harness package and a conftest.py holding the
-   session's ranks), README.md (templates/starter_readme.md.j2),
-   pyproject.toml, the notebook.
+   the JSON cases and runs, the kit package with its two launchers, and a
+   conftest.py holding the session's ranks), README.md (the
+   starter_readme.md.j2 template), pyproject.toml, the notebook.
 """
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ from pathlib import Path
 
 import pytest
 
-from shardlab_check import check
+from shardlab_local.comparison import check
 {run_import}
 CASES = json.loads((Path(__file__).parent / "public_cases.json").read_text())["{number}"]
 
@@ -147,7 +147,7 @@ def kit_files(cfg, handout_md: str) -> dict[str, str | bytes]:
     modules = {f"{q.module}.py" for q in questions(cfg)}
     files = {f"assignments/{name}": text for name, text in generated_stubs().items()
              if name in modules or name == "__init__.py"}
-    files.update(harness_files())           # tests/shardlab_check.py and tests/shardlab_local/
+    files.update(harness_files())           # tests/shardlab_local/ (the kit package) and its launchers
     files["tests/conftest.py"] = CONFTEST
     files["tests/public_cases.json"] = json.dumps(
         {q: [c for part in parts.values() for c in part] for q, parts in checks.items()}, indent=1)

@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from shardlab.autograder.kit.toy_models import batch, build_model, shard
+from ..toy_models import batch, build_model, shard
 
 SCENARIOS: dict[str, "Scenario"] = {}
 

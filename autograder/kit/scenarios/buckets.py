@@ -11,8 +11,8 @@ gradients reported.
 """
 from __future__ import annotations
 
-from shardlab.autograder.kit.scenarios import Scenario, claimed, rank_share, register, starting_model
-from shardlab.autograder.kit.toy_models import make_optimizer, state_lists, train
+from . import Scenario, claimed, rank_share, register, starting_model
+from ..toy_models import make_optimizer, state_lists, train
 
 
 def _report_gradients(module, ctx) -> None:

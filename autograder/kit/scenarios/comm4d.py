@@ -6,8 +6,8 @@ whether each ran on its mesh axis, whether the sharded output equals the
 unsharded forward, and the student's answer."""
 from __future__ import annotations
 
-from shardlab.autograder.kit.scenarios import Scenario, claimed, register
-from shardlab.autograder.kit.comm4d_mesh import run_on_mesh
+from . import Scenario, claimed, register
+from ..comm4d_mesh import run_on_mesh
 
 
 @register

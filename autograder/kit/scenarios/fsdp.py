@@ -23,8 +23,8 @@ import types
 import torch
 from torch import nn
 
-from shardlab.autograder.kit.scenarios import Scenario, claimed, rank_share, register, starting_model
-from shardlab.autograder.kit.toy_models import make_optimizer
+from . import Scenario, claimed, rank_share, register, starting_model
+from ..toy_models import make_optimizer
 
 _SKIP = (types.ModuleType, type, types.BuiltinFunctionType, str, bytes, int, float)
 

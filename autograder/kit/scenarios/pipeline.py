@@ -37,9 +37,9 @@ import math
 import torch
 from torch import nn
 
-from shardlab.autograder.kit.scenarios import Scenario, claimed, register
-from shardlab.autograder.kit.tracing import P2P_OPS
-from shardlab.autograder.kit.toy_models import (PIPE_D_MODEL, PIPE_ROWS, build_ffn, ffn_stage, make_optimizer,
+from . import Scenario, claimed, register
+from ..tracing import P2P_OPS
+from ..toy_models import (PIPE_D_MODEL, PIPE_ROWS, build_ffn, ffn_stage, make_optimizer,
                                            pipeline_batch, stage_state_names)
 
 

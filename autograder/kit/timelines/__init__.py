@@ -1,48 +1,47 @@
-"""See your own schedule: one training step of your BucketedDDP (question 4),
-your FSDP (question 2) and your OneFOneBPipeline (question 5), traced on
-local gloo ranks, drawn as a PNG and a Chrome trace (open it in
-https://ui.perfetto.dev or chrome://tracing).
+"""Timelines: one traced training step drawn against what it should look like.
 
-The runs are the public runs of tasks 4.7, 2.11 and 5.10 (tests/public_runs.json
-in the starter kit), on the kit's local ranks (kit/local.py), traced
-by the grader's own tracer. The step drawn is the second (warm: no first-call
-set-up in it). For DDP an all-reduce that starts before the last gradient
-is produced overlaps backward; for FSDP an all-gather issued during the
-previous unit's forward is a prefetch (kit/timelines/overlap.py). For the
-pipeline, each stage's forwards and backwards in the order its messages went
-out, beside 1F1B's (kit/timelines/pipeline.py). The grader's feedback
-draws the same pictures from a graded run (kit/timelines/feedback.py). The
-starter kit ships this file:
+A part that is drawn says so in its definition (`Part.drawn`, a `Drawn`):
+the files' stem, the step kept and the kind of drawing. There are two kinds:
 
-    python tests/timelines.py        # in the kit's folder: writes timelines/
+- "overlap" (overlap.py): each rank's compute against its collectives; for
+  DDP an all-reduce that starts before the last gradient is produced
+  overlaps backward, for FSDP an all-gather issued during the previous
+  unit's forward is a prefetch;
+- "pipeline" (pipeline.py): each stage's forwards and backwards in the
+  order its messages went out, beside 1F1B's order.
+
+The same drawing is made in two places, from the same run of the part's
+first public case:
+
+- in grading, `timeline` keeps the traced step of the graded run on the
+  part's result (plain JSON, never scored: a student can distort their own
+  picture, never a grade) and the batch front end draws it;
+- in the starter kit, `draw_timelines` runs the public run on local gloo
+  ranks and draws it (`python tests/timelines.py` in the kit's folder
+  writes timelines/; the .trace.json opens in https://ui.perfetto.dev).
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from shardlab.autograder.kit.timelines.pipeline import pipeline_summary, write_pipeline_timeline
-from shardlab.autograder.kit.timelines.overlap import overlap_summary, step_label, step_window, write_timeline
-from shardlab.autograder.kit.local import ScenarioFailed
-from shardlab.autograder.kit.local_checks import Ranks, run_key
+from .overlap import overlap_summary, step_label, step_window, write_timeline
+from .pipeline import pipeline_summary, write_pipeline_timeline
 
 
 class Drawn(NamedTuple):
-    part: str         # the part whose first public run is drawn
+    """How a part's run is drawn (`Part.drawn`)."""
+
     stem: str         # the files' name: <stem>.png, <stem>.trace.json
     step: str         # the step drawn: a DDP or pipeline phase ("step 2") or an FSDP step index ("1")
-    kind: str         # "overlap" (kit/timelines/overlap.py) or "pipeline" (kit/timelines/pipeline.py)
-
-
-DRAWN = (Drawn("4.7", "bucketed-ddp", "step 2", "overlap"), Drawn("2.11", "fsdp", "1", "overlap"),
-         Drawn("5.10", "pipeline", "step 2", "pipeline"))
+    kind: str         # "overlap" (overlap.py) or "pipeline" (pipeline.py)
 
 
 def ideal_of(kind: str, expected) -> list[str] | None:
     """What a drawing compares the run with: for the pipeline, 1F1B's order on
     each stage, from the part's expected value (one entry per stage, each with
-    its "order": kit/checks/__init__.py); nothing for the overlap drawings."""
+    its "order"); nothing for the overlap drawings."""
     return [stage["order"] for stage in expected] if kind == "pipeline" else None
 
 
@@ -59,17 +58,41 @@ def write_drawing(kind: str, events: list[list[dict]], ideal: list[str] | None, 
     return write_timeline(events, folder, stem, title)
 
 
+def timeline(drawn: Drawn, title: str, trace: Any, expected=None) -> dict | None:
+    """The grading's timeline of one run: {"stem", "kind", "title", "summary",
+    "events", "ideal"}, with each rank's events of the step drawn
+    (`step_window` of the run's trusted `trace`), the summary line, and what
+    the drawing compares them with (`ideal_of` the call's `expected` value).
+    None without a trace. `title` names the call (a hidden case's names its
+    group, never its inputs)."""
+    if not trace:
+        return None
+    try:
+        ideal = ideal_of(drawn.kind, expected)
+        events = step_window(trace, drawn.step)
+        line = summary(drawn.kind, events, ideal)
+    except Exception:  # noqa: BLE001 - the marks are the student process's: no timeline, never a failed grading
+        return None
+    return {"stem": drawn.stem, "kind": drawn.kind, "title": f"{title}, {step_label(drawn.step)}",
+            "summary": line, "events": events, "ideal": ideal}
+
+
 def draw_timelines(runs: list[dict], root: str, out: Path) -> list[str]:
-    """Run each drawn part's first public run on the submission at `root` and
-    write <stem>.png and <stem>.trace.json under `out`. Returns one line per
-    drawing: where it is and what it shows (or why there is no drawing)."""
+    """The kit's drawings: run the first public run of each drawn part (a run
+    carrying "drawn") on the submission at `root` and write <stem>.png and
+    <stem>.trace.json under `out`. Returns one line per drawing: where it is
+    and what it shows (or why there is no drawing)."""
+    from ..local import ScenarioFailed
+    from ..local_checks import Ranks, run_key
     out.mkdir(parents=True, exist_ok=True)
+    firsts: dict[str, dict] = {}
+    for run in runs:
+        if run.get("drawn"):
+            firsts.setdefault(run["part"], run)
     lines, ranks = [], Ranks(root)
     try:
-        for drawn in DRAWN:
-            run = next((r for r in runs if r["part"] == drawn.part), None)
-            if run is None:
-                continue
+        for run in firsts.values():
+            drawn = Drawn(**run["drawn"])
             try:
                 ranks.run(run["scenario"], run["module"], run["args"])
             except ScenarioFailed as exc:
@@ -86,12 +109,8 @@ def draw_timelines(runs: list[dict], root: str, out: Path) -> list[str]:
 
 
 def main() -> None:
-    """The kit's command: the timelines of the submission in the current folder."""
-    tests = Path(__file__).resolve().parent
+    """The kit's command (tests/timelines.py): the timelines of the submission in the kit's folder."""
+    tests = Path(__file__).resolve().parents[2]
     runs = [r for q in json.loads((tests / "public_runs.json").read_text()).values() for r in q]
     for line in draw_timelines(runs, str(tests.parent), tests.parent / "timelines"):
         print(line)
-
-
-if __name__ == "__main__":
-    main()

@@ -27,7 +27,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from shardlab.autograder.kit.checks import in_flight, schedule as order_from_p2p
+from ..checks.pipeline import in_flight, schedule as order_from_p2p
 
 # A run's order is the student's: however many ops it traced (up to the trusted side's event cap),
 # the summary shows an order's first SHOWN_LETTERS and the drawing at most MAX_DRAWN_OPS bars.
@@ -211,7 +211,7 @@ def write_pipeline_timeline(ranks: list[list[dict]], ideal: list[str], folder, s
     point-to-point ops, publish/timeline.chrome_trace) under `folder`."""
     import json
 
-    from shardlab.autograder.kit.timelines.overlap import chrome_trace
+    from .overlap import chrome_trace
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     png, trace = folder / f"{stem}.png", folder / f"{stem}.trace.json"

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from shardlab.autograder.kit.checks import DDP_BUCKET_BYTES, DDP_OVERLAP, TRAINS_LIKE_ONE_PROCESS
+from shardlab.autograder.kit.checks import TRAINS_LIKE_ONE_PROCESS
+from shardlab.autograder.kit.checks.buckets import DDP_BUCKET_BYTES, DDP_OVERLAP
 from shardlab.autograder.sandbox.gloo.seeds import data_seed
 from shardlab.autograder.core.parts import REAL, Call, Case, Compare, Misconception, Part, function_part
 from shardlab.autograder.questions import Question
+from shardlab.autograder.kit.timelines import Drawn
 from shardlab.reference import buckets as ref
 from shardlab.reference.cache import once_per_machine
 from shardlab.reference.specs import MiB
@@ -125,10 +127,11 @@ def _final_state(case: Case, grad_scale: float = 1.0) -> list:
 
 
 def _ddp_part(id, title, points, compare, expect, description, multi_bucket_only=False,
-              misconceptions=(), function=None) -> Part:
+              misconceptions=(), function=None, drawn=None) -> Part:
     return Part(id=id, title=title, module=M, points=points, probe="gloo", function=function,
                 cases=lambda cfg, rng: _ddp_cases(cfg, rng, multi_bucket_only),
-                expect=expect, compare=compare, misconceptions=misconceptions, description=description)
+                expect=expect, compare=compare, misconceptions=misconceptions, description=description,
+                drawn=drawn)
 
 
 def _args(case):
@@ -168,7 +171,8 @@ PARTS = (
                                             lambda case: [_bucket_bytes(*_args(case), fill=_forward_fill)]),)),
     _ddp_part("4.7", "all-reduce overlaps backward", 2, DDP_OVERLAP, lambda case: [True],
               "with two or more buckets, an async all-reduce starts before backward has produced "
-              "its last gradient", multi_bucket_only=True),
+              "its last gradient", multi_bucket_only=True,
+              drawn=Drawn("bucketed-ddp", "step 2", "overlap")),
 )
 
 QUESTION = Question(number=4, module=M, title="DDP gradient bucket sizes", template="buckets.md.j2",

@@ -4,7 +4,7 @@ from __future__ import annotations
 from shardlab.autograder.core.casegen import model_shapes
 
 from shardlab.autograder.core.parts import EXACT_INT, REAL, Call, Case, Compare, Part, function_part, written_part
-from shardlab.autograder.kit.checks import MESH_VOLUMES
+from shardlab.autograder.kit.checks.comm4d import MESH_VOLUMES
 from shardlab.autograder.questions import Question
 from shardlab.reference import comm4d as ref
 from shardlab.reference.specs import HARDWARE

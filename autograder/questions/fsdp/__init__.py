@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import math
 
-from shardlab.autograder.kit.checks import (FSDP_COLLECTIVES, FSDP_PREFETCH, FSDP_STORAGE,
-                                                   TRAINS_LIKE_ONE_PROCESS)
+from shardlab.autograder.kit.checks import TRAINS_LIKE_ONE_PROCESS
+from shardlab.autograder.kit.checks.fsdp import FSDP_COLLECTIVES, FSDP_PREFETCH, FSDP_STORAGE
 from shardlab.autograder.sandbox.gloo.seeds import data_seed
 from shardlab.autograder.core.parts import (REAL, Call, Case, Compare, Misconception, Part, function_part,
                                                written_part)
 from shardlab.autograder.questions import Question
+from shardlab.autograder.kit.timelines import Drawn
 from shardlab.reference import fsdp as ref
 from shardlab.reference.specs import FP32_BYTES, HARDWARE
 
@@ -222,10 +223,10 @@ def _expected_collectives(case):
 
 
 def _run_part(id, title, points, compare, expect, description, runs=RUNS, misconceptions=(),
-              function=None, bonus=False) -> Part:
+              function=None, bonus=False, drawn=None) -> Part:
     return Part(id=id, title=title, module=M, points=points, probe="gloo", function=function,
                 cases=lambda cfg, rng: _run_cases(cfg, rng, runs), expect=expect, compare=compare,
-                misconceptions=misconceptions, description=description, bonus=bonus)
+                misconceptions=misconceptions, description=description, bonus=bonus, drawn=drawn)
 
 
 RUN_PARTS = (
@@ -247,7 +248,7 @@ RUN_PARTS = (
               runs=(RUNS[1], RUNS[2])),
     _run_part("2.11", "prefetch (bonus)", 1, FSDP_PREFETCH, lambda case: [None],
               "the next unit's all-gather is issued, async, before the current unit's forward finishes",
-              bonus=True),
+              bonus=True, drawn=Drawn("fsdp", "1", "overlap")),
 )
 
 WRITTEN = (

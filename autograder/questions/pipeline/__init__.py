@@ -11,6 +11,7 @@ import math
 from shardlab.autograder.core.casegen import model_shapes
 from shardlab.autograder.core.parts import EXACT_INT, REAL, Compare, function_part
 from shardlab.autograder.questions import Question
+from shardlab.autograder.kit.timelines import Drawn
 from shardlab.reference import pipeline as ref
 
 M = "pipeline"
@@ -215,8 +216,8 @@ ANALYTIC_PARTS = PARTS
 # three ways: the weights, the traced point-to-point schedule and bytes, the micro-batches in flight.
 # Every expected value is one entry per rank (stage).
 from shardlab.autograder.core.parts import Call, Case, Misconception, Part  # noqa: E402
-from shardlab.autograder.kit.checks import (PIPELINE_IN_FLIGHT, PIPELINE_SCHEDULE,  # noqa: E402
-                                                   TRAINS_LIKE_ONE_PROCESS)
+from shardlab.autograder.kit.checks import TRAINS_LIKE_ONE_PROCESS  # noqa: E402
+from shardlab.autograder.kit.checks.pipeline import PIPELINE_IN_FLIGHT, PIPELINE_SCHEDULE  # noqa: E402
 from shardlab.autograder.sandbox.gloo.seeds import data_seed  # noqa: E402
 from shardlab.reference import pipeline_schedule as schedule  # noqa: E402
 
@@ -272,10 +273,10 @@ GPIPE_ORDER_MSG = ("matches GPipe's order, every forward before any backward: un
                    "its first backward after its warm-up forwards, and frees a micro-batch with each one")
 
 
-def _run_part(id, title, points, compare, expect, description, misconceptions=(), function=None) -> Part:
+def _run_part(id, title, points, compare, expect, description, misconceptions=(), function=None, drawn=None) -> Part:
     return Part(id=id, title=title, module=M, points=points, probe="gloo", function=function,
                 cases=_run_cases, expect=expect, compare=compare, misconceptions=misconceptions,
-                description=description)
+                description=description, drawn=drawn)
 
 
 DISTRIBUTED_PARTS = (
@@ -292,7 +293,8 @@ DISTRIBUTED_PARTS = (
               "micro-batch's FP32 activation or gradient each, p2p_bytes_per_step(..., bytes_per_value=4) "
               "across each boundary, forwards and backwards in the 1F1B order",
               misconceptions=(Misconception("GPipe order", GPIPE_ORDER_MSG,
-                                            lambda case: _schedules(case, schedule.gpipe)),)),
+                                            lambda case: _schedules(case, schedule.gpipe)),),
+              drawn=Drawn("pipeline", "step 2", "pipeline")),
     _run_part("5.11", "micro-batches in flight", 2, PIPELINE_IN_FLIGHT, _limits,
               "per step, no stage holds more micro-batches forwarded and not yet backwarded than "
               "1F1B allows it (Task 5.5's count): in the traced order and in the activations saved "
