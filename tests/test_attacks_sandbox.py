@@ -19,7 +19,7 @@ import pytest
 from shardlab.autograder.sandbox import jail
 from shardlab.autograder.sandbox.gloo.group import GlooLimits
 from shardlab.autograder.sandbox.gloo.launch import run_gloo
-from shardlab.autograder.sandbox.gloo.seeds import grading_secret
+from shardlab.autograder.sandbox.gloo.seeds import data_seed_key
 from shardlab.autograder.core.parts import Call
 from shardlab.autograder.sandbox.process import Limits, run_calls
 from helpers import run_cli
@@ -141,14 +141,14 @@ def _ask_ranks(root, function, *args, world_size=2, seconds=20.0):
 
 def _solution_markers() -> list[str]:
     """The longest line of the solution blocks of every solutions file (any
-    copy of a solutions body holds it), and the grading secret."""
+    copy of a solutions body holds it), and the data seed key."""
     markers = []
     for path in sorted((REPO / "solutions").glob("*.py")):
         blocks = re.findall(r"# BEGIN SOLUTION\n(.*?)# END SOLUTION", path.read_text(), re.S)
         lines = [line.strip() for block in blocks for line in block.splitlines()]
         if lines:
             markers.append(max(lines, key=len))
-    markers.append(grading_secret().decode())
+    markers.append(data_seed_key().decode())
     return markers
 
 

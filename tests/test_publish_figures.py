@@ -22,6 +22,8 @@ import pytest
 
 from shardlab.autograder.engine.variants import variant_config
 from shardlab.autograder.publish import diagrams
+from shardlab.autograder.questions.buckets import figures as buckets_figures
+from shardlab.autograder.questions.fsdp import figures as fsdp_figures
 from shardlab.autograder.publish.formats import notebook_json, to_html
 from shardlab.autograder.publish.render import build, render_markdown, write_handout
 from shardlab.autograder.publish.starter import kit_files, public_checks
@@ -65,14 +67,14 @@ def _texts(fig) -> list[str]:
 
 
 def test_the_fsdp_schedule_exposes_the_longer_gather():
-    gathers, forwards, gaps = diagrams._fsdp_schedule(1.0, 1.5)
+    gathers, forwards, gaps = fsdp_figures.fsdp_schedule(1.0, 1.5)
     assert [s for s, _ in gathers] == [0, 1.5, 3.0, 4.5] and [s for s, _ in forwards] == [1.5, 3.0, 4.5, 6.0]
     assert gaps == [(2.5, 0.5), (4.0, 0.5), (5.5, 0.5)]
-    assert diagrams._fsdp_schedule(1.0, 0.6)[2] == []            # hidden: the forwards follow each other
+    assert fsdp_figures.fsdp_schedule(1.0, 0.6)[2] == []            # hidden: the forwards follow each other
 
 
 def test_the_ddp_schedule_leaves_the_model_overhead_after_backward():
-    compute, comms, end = diagrams._ddp_schedule(4, 1.0, 0.25)
+    compute, comms, end = buckets_figures.ddp_schedule(4, 1.0, 0.25)
     assert end == 4 and comms[0][0] == 1.0                      # the first all-reduce starts during backward
     assert comms[-1][0] + comms[-1][1] - end == pytest.approx(4 * 0.25 + 1)
 

@@ -107,7 +107,7 @@ def expected_or_error(cfg, part_id: str) -> tuple[list | None, str | None]:
 
 def warm(cfg) -> dict[str, str]:
     """Compute every auto part's expected values once, so that the on-disk
-    caches (reference/cache.py: the grading secret, the `fully_shard`
+    caches (reference/cache.py: the data seed key, the `fully_shard`
     agreement) are full before the first submission: the Gradescope image's
     setup.sh runs this through `shardlab warm`. Returns {part id: reason} for
     the parts whose reference failed (empty when all is well)."""

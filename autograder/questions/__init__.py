@@ -21,6 +21,7 @@ class Question:
     template: str        # templates/questions/<template>, the handout partial
     parts: tuple[Part, ...]
     worked: object = None  # cfg -> dict[str, Worked], the answer key's derivations
+    figures: tuple = ()    # its teaching figures (core.drawing.Diagram), placed by the template by name
 
 
 @lru_cache(maxsize=1)

@@ -15,6 +15,7 @@ from shardlab.autograder.kit.checks.buckets import DDP_BUCKET_BYTES, DDP_OVERLAP
 from shardlab.autograder.sandbox.gloo.seeds import data_seed
 from shardlab.autograder.core.parts import REAL, Call, Case, Compare, Misconception, Part, function_part
 from shardlab.autograder.questions import Question
+from shardlab.autograder.questions.buckets.figures import FIGURES
 from shardlab.autograder.kit.timelines import Drawn
 from shardlab.reference import buckets as ref
 from shardlab.reference.cache import once_per_machine
@@ -176,4 +177,4 @@ PARTS = (
 )
 
 QUESTION = Question(number=4, module=M, title="DDP gradient bucket sizes", template="buckets.md.j2",
-                    parts=PARTS, worked=ref.worked)
+                    parts=PARTS, worked=ref.worked, figures=FIGURES)

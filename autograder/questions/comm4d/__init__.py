@@ -6,6 +6,7 @@ from shardlab.autograder.core.casegen import model_shapes
 from shardlab.autograder.core.parts import EXACT_INT, REAL, Call, Case, Compare, Part, function_part, written_part
 from shardlab.autograder.kit.checks.comm4d import MESH_VOLUMES
 from shardlab.autograder.questions import Question
+from shardlab.autograder.questions.comm4d.figures import FIGURES
 from shardlab.reference import comm4d as ref
 from shardlab.reference.specs import HARDWARE
 
@@ -210,4 +211,4 @@ FREE_RESPONSE = written_part("3.7", M, "(d) a smaller batch, still compute bound
                              "in writeup.md, graded by hand: a paragraph backed by references or equations")
 
 QUESTION = Question(number=3, module=M, title="4D communication accounting", template="comm4d.md.j2",
-                    parts=PARTS + (WRITTEN_B, FREE_RESPONSE, REAL_RUN), worked=ref.worked)
+                    parts=PARTS + (WRITTEN_B, FREE_RESPONSE, REAL_RUN), worked=ref.worked, figures=FIGURES)

@@ -16,6 +16,7 @@ from shardlab.autograder.sandbox.gloo.seeds import data_seed
 from shardlab.autograder.core.parts import (REAL, Call, Case, Compare, Misconception, Part, function_part,
                                                written_part)
 from shardlab.autograder.questions import Question
+from shardlab.autograder.questions.fsdp.figures import FIGURES
 from shardlab.autograder.kit.timelines import Drawn
 from shardlab.reference import fsdp as ref
 from shardlab.reference.specs import FP32_BYTES, HARDWARE
@@ -257,4 +258,4 @@ WRITTEN = (
 )
 
 QUESTION = Question(number=2, module=M, title="FSDP", template="fsdp.md.j2",
-                    parts=ANALYTIC + RUN_PARTS + WRITTEN, worked=ref.worked)
+                    parts=ANALYTIC + RUN_PARTS + WRITTEN, worked=ref.worked, figures=FIGURES)

@@ -11,6 +11,7 @@ import math
 from shardlab.autograder.core.casegen import model_shapes
 from shardlab.autograder.core.parts import EXACT_INT, REAL, Compare, function_part
 from shardlab.autograder.questions import Question
+from shardlab.autograder.questions.pipeline.figures import FIGURES
 from shardlab.autograder.kit.timelines import Drawn
 from shardlab.reference import pipeline as ref
 
@@ -303,4 +304,4 @@ DISTRIBUTED_PARTS = (
 )
 
 QUESTION = Question(number=5, module=M, title="Pipeline parallelism", template="pipeline.md.j2",
-                    parts=ANALYTIC_PARTS + DISTRIBUTED_PARTS, worked=ref.worked)
+                    parts=ANALYTIC_PARTS + DISTRIBUTED_PARTS, worked=ref.worked, figures=FIGURES)

@@ -14,7 +14,9 @@ order is drawn the same way beside 1F1B (pipeline_timeline.draw_traced).
 from __future__ import annotations
 
 from shardlab.autograder.kit.timelines.pipeline import Op, draw_panel, layout
+from shardlab.reference import pipeline as ref
 from shardlab.reference.pipeline_schedule import gpipe, letters, one_f_one_b
+from shardlab.autograder.core.drawing import Diagram, worked
 
 SCHEDULES = (("afab", "GPipe: all forwards, then all backwards"),
              ("1f1b", "1F1B: warm-up forwards, then one forward and one backward in turn"))
@@ -49,3 +51,34 @@ def draw(p: int, m: int, t_f: float, t_b: float, to_scale: bool, titles: dict[st
     fig.legend(list(handles.values()), list(handles), loc="upper center", ncol=3, fontsize=8.5, frameon=False,
                bbox_to_anchor=(0.5, 1.0))
     return fig
+
+
+PIPELINE_DRAWN = (4, 8)          # the students' schematic: p stages, m micro-batches
+
+
+def _draw_pipeline(cfg, to_scale: bool):
+    if not to_scale:
+        return draw(*PIPELINE_DRAWN, 1.0, 2.0, False)
+    w, pipe = worked(ref.worked, cfg), cfg.pipeline
+    t_f = w["t_f"].value
+    titles = {"afab": f"GPipe, p = {pipe.stages}, m = {pipe.microbatches}: step {w['step'].shown}, bubble "
+                      f"fraction {w['fraction'].shown}\nstage 0 holds {w['act_gpipe_first'].shown}",
+              "1f1b": f"1F1B: the same step and bubble\nstage 0 holds {w['act_1f1b_first'].shown}"}
+    return draw(pipe.stages, pipe.microbatches, t_f, 2 * t_f, True, titles)
+
+
+def _pipeline_alt(cfg) -> str:
+    w, pipe = worked(ref.worked, cfg), cfg.pipeline
+    return (f"GPipe and 1F1B schedules to scale for the course's {pipe.stages} stages and {pipe.microbatches} "
+            f"micro-batches (t_f = {w['t_f'].shown}, t_b = 2 t_f): both steps take {w['step'].shown} with a "
+            f"bubble fraction of {w['fraction'].shown}; stage 0 holds {w['act_gpipe_first'].shown} under GPipe "
+            f"and {w['act_1f1b_first'].shown} under 1F1B.")
+
+
+FIGURES = (
+    Diagram("pipeline_schedules",
+            "Pipeline schedules, one row per stage: GPipe runs every micro-batch's forward, then every "
+            "backward; 1F1B runs a few warm-up forwards, then alternates one forward and one backward, then "
+            "drains the remaining backwards. The grey slots are the idle time of each stage.",
+            _pipeline_alt, _draw_pipeline),
+)

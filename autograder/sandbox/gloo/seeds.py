@@ -2,21 +2,23 @@
 known only to the grader.
 
 A part's cases carry a public seed (it is in the feedback). The runs use
-`data_seed(seed)`, a keyed hash of it with a secret that never enters a
-student's process: each rank's trusted process draws the rows and weights,
-and hands the student's process only its own. Without the secret, no rank
+`data_seed(seed)`, a keyed hash of it with the data seed key, which never
+enters a student's process: each rank's trusted process draws the rows and
+weights, and hands the student's process only its own. Without the key, no rank
 can reproduce single-process training on the whole batch by itself: the
 other ranks' data reaches it only through collectives, which the trusted
 processes perform and record. The grader computes the expected values with
 the same keyed seed.
 
-The secret is the machine's own (made once, mode 0600, in the grader's
-cache folder, reference/cache.py, so cached reference runs stay valid), or
-SHARDLAB_GRADING_SECRET when set (a batch of graders sharing a cache).
+The key is the machine's own (made once, mode 0600, in the grader's cache
+folder, so cached reference runs stay valid), or SHARDLAB_DATA_SEED_KEY when
+set (a batch of graders sharing a cache; SHARDLAB_GRADING_SECRET, its
+earlier name, is still read). It is not the course's `[course] secret`,
+which keys per-student variants and answer sheets.
 
 The starter kit runs the public cases on the student's machine with the
 public seed itself: its expected values are computed at `shardlab build`
-inside `public_seeds()` (publish/kit_harness.py), where `data_seed` is the
+inside `public_seeds()` (by `kit_harness.public_runs`), where `data_seed` is the
 identity. Grading never enters it, and a kit's run says nothing of the
 keyed seeds a grading uses.
 """
@@ -36,15 +38,17 @@ from shardlab.reference.cache import cache_dir
 _PUBLIC = contextvars.ContextVar("shardlab_public_seeds", default=False)
 
 
-def _secret_file() -> Path:
-    return cache_dir() / "grading-secret"
+def _key_file() -> Path:
+    return cache_dir() / "data-seed-key"
 
 
 @lru_cache(maxsize=1)
-def grading_secret() -> bytes:
-    if os.environ.get("SHARDLAB_GRADING_SECRET"):
-        return os.environ["SHARDLAB_GRADING_SECRET"].encode()
-    path = _secret_file()
+def data_seed_key() -> bytes:
+    """The HMAC key of `data_seed`: the environment's, else this machine's own."""
+    for name in ("SHARDLAB_DATA_SEED_KEY", "SHARDLAB_GRADING_SECRET"):
+        if os.environ.get(name):
+            return os.environ[name].encode()
+    path = _key_file()
     try:
         return path.read_bytes()
     except FileNotFoundError:
@@ -67,7 +71,7 @@ def data_seed(seed: int) -> int:
     """The seed a run really uses for the public case seed `seed` (31 bits)."""
     if _PUBLIC.get():
         return seed
-    digest = hmac.new(grading_secret(), f"data:{seed}".encode(), hashlib.sha256).digest()
+    digest = hmac.new(data_seed_key(), f"data:{seed}".encode(), hashlib.sha256).digest()
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
