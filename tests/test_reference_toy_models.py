@@ -2,7 +2,8 @@
 import pytest
 import torch
 
-from shardlab.autograder.kit.toy_models import build_model, batch, make_optimizer, single_process, train, trainable_bytes
+from shardlab.autograder.kit.toy_models import (build_model, batch, make_optimizer, single_process, train,
+                                                trainable_bytes)
 
 pytestmark = pytest.mark.pure
 
