@@ -1,5 +1,5 @@
 """Benchmark (not a test): one Gradescope grading run of the solutions,
-replayed (autograder/platforms/gradescope_replay.py, needs root), warm (the
+replayed (autograder/publish/gradescope_replay.py, needs root), warm (the
 image as setup.sh leaves it, with `shardlab warm`'s cache: every real run)
 and cold (the same image with its cache emptied: what every run paid before
 the cache moved into the image), against `python -c "import torch"` in the
@@ -23,7 +23,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from shardlab.autograder.platforms import gradescope_replay as replay
+from shardlab.autograder.publish import gradescope_replay as replay
 from shardlab.autograder.publish.otter_export import build_autograder, config_text
 from shardlab.autograder.publish.stubs import SOLUTIONS
 from shardlab.reference.config import load_config

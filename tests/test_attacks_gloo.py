@@ -7,6 +7,9 @@ harness's single-process training with guessed seeds, the measured mesh
 volumes), must earn nothing on the distributed parts."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from shardlab.autograder.sandbox import jail
@@ -129,10 +132,37 @@ def test_the_student_process_holds_no_answer_key(submission, cfg):
     out = run_gloo(str(root), [Call("probe", "run_function", {"world_size": 2, "function": "modules"})]).outcomes[0]
     assert out.error is None, out.error
     for rank in out.value:
-        grader = {m for m in rank["value"] if not m.startswith("shardlab.autograder.sandbox.gloo.")}
-        assert grader <= {"shardlab.autograder.kit.toy_models", "shardlab.autograder.kit.comm4d_mesh",
-                          "shardlab.autograder.sandbox.jail",
-                          "shardlab.autograder.sandbox.worker", "shardlab.autograder.kit.student_values"}, grader
+        assert rank["value"], "the probe saw no grader module at all"
+        assert all(_allowed_in_a_rank(m) for m in rank["value"]), rank["value"]
+
+
+def _allowed_in_a_rank(module: str) -> bool:
+    """What docs/trust.md lets a rank hold: the kit package (scenarios, toy models, the mesh, tracing:
+    it imports nothing of shardlab, tests/test_publish_kit_harness.py), the rank-side harness, the jail."""
+    return (module == "shardlab.autograder.kit" or module.startswith(("shardlab.autograder.kit.",
+                                                                       "shardlab.autograder.sandbox.gloo.ranks.")) or
+            module in ("shardlab.autograder.sandbox.jail", "shardlab.autograder.sandbox.worker"))
+
+
+@pytest.mark.timeout(120)
+def test_the_fork_server_imports_no_answer_key():
+    """The fork server's whole imported-module set after `preload` (what every rank inherits):
+    torch and the allowed harness, never the reference, a question, the engine or a solution."""
+    code = ("import sys\nfrom shardlab.autograder.sandbox.gloo.ranks.main import preload\npreload()\n"
+            "print('\\n'.join(sorted(m for m in sys.modules if m.startswith('shardlab.'))))")
+    done = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=110)
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = set(done.stdout.split())
+    assert {"shardlab.autograder.kit.scenarios.fsdp", "shardlab.autograder.kit.toy_models",
+            "shardlab.autograder.sandbox.gloo.ranks.trusted"} <= loaded
+    packages = {"shardlab.autograder", "shardlab.autograder.sandbox", "shardlab.autograder.sandbox.gloo",
+                "shardlab.autograder.sandbox.gloo.ranks"}
+    assert all(_allowed_in_a_rank(m) for m in loaded - packages), sorted(loaded)
+
+
+def test_the_rank_allow_list_refuses_an_answer_key():
+    assert not any(map(_allowed_in_a_rank, ("shardlab.reference.fsdp", "shardlab.solutions.fsdp",
+                                             "shardlab.autograder.questions.fsdp", "shardlab.autograder.engine.plan")))
 
 
 # ---- point-to-point ops (question 5): what a student's process may ask for -------------

@@ -1,5 +1,5 @@
 """The otter zip replayed the way Gradescope builds and runs it, as far as
-this machine can (autograder/platforms/gradescope_replay.py): the image built
+this machine can (autograder/publish/gradescope_replay.py): the image built
 from the zip's own environment.yml pip lines and the shardlab part of its
 setup.sh, then each upload graded by the zip's own run_autograder in a
 private tmpfs /autograder with Gradescope's submission_metadata.json and a
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from shardlab.autograder.platforms import gradescope_replay as replay
+from shardlab.autograder.publish import gradescope_replay as replay
 from shardlab.autograder.publish.otter_export import OTTER_GRADE_REFUSAL
 from shardlab.autograder.publish.stubs import SOLUTIONS
 from helpers import assert_gradescope_results
