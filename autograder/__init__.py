@@ -1,16 +1,20 @@
 """shardlab's grading engine, installed as `shardlab.autograder`.
 
-Folders by concern (ARCHITECTURE.md walks through each):
+Folders by concern, bottom up; each imports only from the folders below it
+(tests/test_package_structure.py; ARCHITECTURE.md walks through each):
 
-- `engine/`     what a grade is: parts and cases, comparison rules, the plan
-                of one grading, scoring, reports, the student-answers sheet
-- `questions/`  one definition per question (its parts, cases, feedback)
-- `sandbox/`    running student code: the jail, staging, single-process
-                sandboxes and the gloo harness (`sandbox/gloo/`: the grader
-                side; `sandbox/gloo/ranks/`: what runs inside each rank)
-- `publish/`    what `shardlab build` writes: handouts, stubs, starter kit,
-                per-student variants, the otter autograder zip
+- `kit/`        the code the starter kit carries, shipped whole: comparison
+                rules, the distributed checks, scenarios, tracing, timelines
+- `core/`       the shared vocabulary: parts, results, phases, errors
+- `sandbox/`    running student code: the jail, staging, sandboxed processes
+                and the gloo harness (`sandbox/gloo/`)
+- `questions/`  one folder per question: its definition and its figures
+- `engine/`     one grading: plan, probes, scoring, answer sheets, variants
 - `platforms/`  where grading runs besides a terminal: otter/Gradescope, batch
-- `bench/`      the bucket-size experiment behind `shardlab bench buckets`
-- `cli.py`      the front door: parses arguments and calls one of the above
+- `publish/`    what `shardlab build` writes: handouts, stubs, starter kit,
+                per-student handouts, the otter autograder zip
+- `cli`, `selfcheck`  the front door, and `shardlab check`
+
+The ground truth is `shardlab.reference` (the `reference/` folder), between
+`core` and `sandbox`.
 """

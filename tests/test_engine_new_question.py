@@ -3,7 +3,7 @@ toy question 9 whose files live in a temporary folder laid out like the
 repository (nothing is written into the repository):
 
     reference/toy.py            step 2: the reference, `bytes_of`, and `worked`
-    questions/toy.py            step 3: QUESTION = Question(number=9, module="toy", ...)
+    questions/toy/__init__.py   step 3: QUESTION = Question(number=9, module="toy", ...), a folder
     solutions/toy.py            step 4: the solution with solution markers
     templates/questions/toy.md.j2   step 5: the handout partial
 
@@ -143,7 +143,7 @@ SCRIPT = textwrap.dedent('''
 def toy_question(tmp_path_factory):
     """What the subprocess reports about the toy question."""
     tmp = tmp_path_factory.mktemp("toy_question")
-    for path, text in (("reference/toy.py", REFERENCE), ("questions/toy.py", QUESTION),
+    for path, text in (("reference/toy.py", REFERENCE), ("questions/toy/__init__.py", QUESTION),
                        ("solutions/toy.py", SOLUTION), ("templates/questions/toy.md.j2", TEMPLATE)):
         (tmp / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp / path).write_text(text)

@@ -1,5 +1,6 @@
-"""What `shardlab build` writes: the handout and solutions (render.py,
-formats.py, figures.py, jinja.py), the stubs (stubs.py), the starter kit
-(starter.py, which ships kit/comparison.py as the kit's checks),
-per-student handouts (roster.py) and the otter autograder zip
-(otter_export.py)."""
+"""What `shardlab build` writes: the handout and solutions (render, formats,
+figures, diagrams, jinja, mathtext), the stubs (stubs), the starter kit
+(starter, which ships the kit package whole: kit_harness), per-student
+handouts (roster) and the otter autograder zip (otter_export), with its
+Gradescope image replayed for the tests and the benchmark
+(gradescope_replay). Nothing here runs while a submission is graded."""

@@ -1,6 +1,12 @@
-"""The question registry: every module in this package defines one question
-as `QUESTION = Question(...)`. Adding a question is adding a module here (and
-its reference and solution); the engine, the CLI and the templates find it.
+"""The question registry: every folder in this package is one question, whose
+`__init__` defines `QUESTION = Question(...)` (its parts, points, cases,
+comparators and misconceptions) and whose `figures` module draws its
+teaching figures. Adding a question is adding a folder here, beside its
+three same-named files (`reference/<name>.py`, `solutions/<name>.py`,
+`templates/questions/<name>.md.j2`); the engine, the CLI and the templates
+find it. A distributed question's scenario and run checks are in the kit
+(`kit.scenarios.<name>`, `kit.checks.<name>`), because the starter kit
+runs them too.
 """
 from __future__ import annotations
 
