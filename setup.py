@@ -1,6 +1,6 @@
 """The package map pyproject.toml cannot express by itself: every top-level
 course folder present in this tree is installed as `shardlab.<folder>`
-(autograder/core/content.py says why). The otter zip's wheel is built from a copy
+(`shardlab.autograder.core.content` says why). The otter zip's wheel is built from a copy
 without solutions/, so the map is computed from what is there."""
 from pathlib import Path
 

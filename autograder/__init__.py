@@ -1,7 +1,7 @@
 """shardlab's grading engine, installed as `shardlab.autograder`.
 
 Folders by concern, bottom up; each imports only from the folders below it
-(tests/test_package_structure.py; ARCHITECTURE.md walks through each):
+(`test_package_structure` checks it; ARCHITECTURE.md walks through each):
 
 - `kit/`        the code the starter kit carries, shipped whole: comparison
                 rules, the distributed checks, scenarios, tracing, timelines

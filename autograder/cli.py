@@ -105,7 +105,7 @@ def grade(paths, as_json, jobs, out_dir, resume, verbose, timelines_dir, export_
         if len(paths) == 1 and is_export(paths[0]):      # only once it is no submission
             raise _export_given_as_path(paths[0]) from None
         raise
-    notes = _draw_timelines(paths, reports, timelines_dir)
+    notes = _draw_report_timelines(paths, reports, timelines_dir)
     if as_json:
         for report, _ in notes:
             click.echo(json.dumps(report))
@@ -125,17 +125,17 @@ def grade(paths, as_json, jobs, out_dir, resume, verbose, timelines_dir, export_
     console.print(score_table(reports))
 
 
-def _draw_timelines(paths, reports, folder) -> list[tuple[dict, list[str]]]:
+def _draw_report_timelines(paths, reports, folder) -> list[tuple[dict, list[str]]]:
     """Each report as a dict, and its overlap parts' timeline lines: drawn under
-    folder/<name>/ when `folder` is given (platforms/batch.draw_timelines), else
+    folder/<name>/ when `folder` is given (`batch.draw_report_timelines`), else
     just each part's overlap summary."""
-    from shardlab.autograder.platforms.batch import draw_timelines, submission_names
+    from shardlab.autograder.platforms.batch import draw_report_timelines, submission_names
     names = submission_names([str(p) for p in paths])
     out = []
     for path, r in zip(paths, reports):
         report = r.to_dict()
         if folder:
-            lines = draw_timelines(report, Path(folder) / names[str(path)])
+            lines = draw_report_timelines(report, Path(folder) / names[str(path)])
         else:
             lines = [f"{p.id}: {p.timeline['summary']} (--timelines DIR draws it)"
                      for q in r.questions for p in q.parts if p.timeline]
@@ -215,7 +215,7 @@ def _grade_batch(paths, out: Path, config_path, jobs, resume, as_json, annotatio
 
 def _grade_export(export_path, out: Path, config_path, jobs, resume, as_json, verbose=False) -> None:
     """A class from Gradescope's export: batch grading, then gradescope_scores.csv
-    (platforms/gradescope_export.py)."""
+    (`gradescope_export`)."""
     from shardlab.autograder.platforms.batch import submission_names, write_atomic
     from shardlab.autograder.platforms.gradescope_export import SCORES_FILE, open_export, scores_csv
     with open_export(export_path, out) as export:
@@ -223,7 +223,8 @@ def _grade_export(export_path, out: Path, config_path, jobs, resume, as_json, ve
         results = _grade_batch(paths, out, config_path, jobs, resume, as_json, export.records(), export.refused,
                                verbose)
         names = submission_names(paths)
-        by_key = {s.key: results.get(names[export.paths[s.key]]) for s in export.submissions}
+        by_key = {s.key: r for s in export.submissions              # an ungraded one has no entry
+                  if (r := results.get(names[export.paths[s.key]])) is not None}
     text, unscored = scores_csv(export.submissions, by_key)
     write_atomic(out / SCORES_FILE, text)
     students = sum(len(s.submitters) for s in export.submissions)

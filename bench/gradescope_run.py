@@ -1,5 +1,5 @@
 """Benchmark (not a test): one Gradescope grading run of the solutions,
-replayed (autograder/publish/gradescope_replay.py, needs root), warm (the
+replayed (`publish.gradescope_replay`, needs root), warm (the
 image as setup.sh leaves it, with `shardlab warm`'s cache: every real run)
 and cold (the same image with its cache emptied: what every run paid before
 the cache moved into the image), against `python -c "import torch"` in the

@@ -11,12 +11,12 @@ beside every figure (these machines are noisy).
    machine's cache of reference runs filled, as in every Gradescope run) and
    cold (an empty cache each run); idle, then under a load the bench makes
    itself (two busy processes). Peak memory: summed PSS of the grading's
-   process tree (autograder/platforms/process_memory.py), from extra runs: the timed
+   process tree (`platforms.process_memory`), from extra runs: the timed
    runs are not sampled, since sampling /proc takes CPU from the grading.
 2. Batch: `shardlab grade ... --jobs 2 --out DIR` over the pinned mixed
-   corpus (bench/batch_throughput.py: solutions, stubs, every wrong and
+   corpus (the `batch_throughput` benchmark's: solutions, stubs, every wrong and
    hostile fixture, once each), idle and under the same load.
-3. Phases: one warm grading with SHARDLAB_PHASES set (core/phases.py),
+3. Phases: one warm grading with SHARDLAB_PHASES set (`core.phases`),
    drawn as a timeline per lane: `phases.png`.
 
 Writes `performance.md` (the table of docs/performance.md) and `phases.png`

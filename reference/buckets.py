@@ -1,6 +1,6 @@
 """Question 4 — DDP gradient buckets, as an answer key.
 
-The reference BucketedDDP is in reference/buckets_ddp.py (it needs torch).
+The reference BucketedDDP is in `buckets_ddp` (it needs torch).
 
 Conventions (docs/spec.md): bytes and seconds; bucket sizes in MB = 2**20 bytes,
 as PyTorch DDP's `bucket_cap_mb`. The cost model: a model of s bytes of

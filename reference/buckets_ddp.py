@@ -10,6 +10,12 @@ from shardlab.reference.buckets import assign_buckets
 from shardlab.reference.specs import MiB
 
 
+def _grad(p: torch.Tensor) -> torch.Tensor:
+    """A trainable parameter's gradient, there once its post-accumulate hook has fired."""
+    assert p.grad is not None
+    return p.grad
+
+
 class BucketedDDP(nn.Module):
     """The reference: gradients all-reduced per bucket from post-accumulate-grad
     hooks, asynchronously, as soon as the bucket's last gradient is ready."""
@@ -38,7 +44,7 @@ class BucketedDDP(nn.Module):
         self._waiting[b] -= 1
         if self._waiting[b] == 0:
             idxs = self._layout[b]
-            flat = torch.cat([self._params[j].grad.reshape(-1) for j in idxs])   # (bucket elems,) fp32
+            flat = torch.cat([_grad(self._params[j]).reshape(-1) for j in idxs])   # (bucket elems,) fp32
             self._inflight.append((idxs, flat, dist.all_reduce(flat, async_op=True)))
 
     @torch.no_grad()
@@ -48,6 +54,7 @@ class BucketedDDP(nn.Module):
             work.wait()
             flat /= world
             for j, piece in zip(idxs, flat.split([self._params[j].numel() for j in idxs])):
-                self._params[j].grad.copy_(piece.view_as(self._params[j].grad))
+                grad = _grad(self._params[j])
+                grad.copy_(piece.view_as(grad))
         self._inflight.clear()
         self._waiting = [len(idxs) for idxs in self._layout]

@@ -1,7 +1,7 @@
 """Where the grader keeps what it computes once per machine: the grading
-secret behind every distributed run's data (autograder/sandbox/gloo/seeds.py)
+secret behind every distributed run's data (`sandbox.gloo.seeds`)
 and the expected values of reference runs that are too slow to repeat per
-submission (the `fully_shard` agreement, reference/fsdp2_agreement.py).
+submission (the `fully_shard` agreement, `fsdp2_agreement`).
 
 The folder is `$SHARDLAB_CACHE_DIR` when set, else `$XDG_CACHE_HOME/shardlab`,
 else `~/.cache/shardlab`. The Gradescope zip sets SHARDLAB_CACHE_DIR to a
@@ -44,7 +44,9 @@ def _source_digest(modules: tuple[str, ...]) -> str:
     from importlib.util import find_spec
     digest = hashlib.sha256()
     for name in modules:
-        digest.update(Path(find_spec(name).origin).read_bytes())
+        spec = find_spec(name)
+        assert spec is not None and spec.origin is not None, name      # the course's own source files
+        digest.update(Path(spec.origin).read_bytes())
     return digest.hexdigest()
 
 

@@ -1,6 +1,6 @@
 """Question 2 — FSDP, the analytic part: the lecture's alpha-beta model of one
 FSDP unit (one layer), as an answer key. A reference FSDP class, the
-behaviour a student's must match, is in reference/fsdp_module.py (the tests
+behaviour a student's must match, is in `fsdp_module` (the tests
 grade it like a submission).
 
 Symbols: unit_params (parameters of one unit), p (devices), alpha (latency,

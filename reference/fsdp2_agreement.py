@@ -14,7 +14,7 @@ exception`, status -6; 5 of 32 cold runs on this machine) after the
 training and the final gathers are complete. A complete result file
 means every rank took part in those gathers, so such an abort costs nothing;
 no result file is a real failure (the grader retries it once, then flags
-that part as its own internal error, autograder/engine/grading.py).
+that part as its own internal error: the grading engine's "no false zeros").
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from typing import Callable
 
 from shardlab.reference.cache import cache_dir, once_per_machine
 
-CACHE = cache_dir()                     # reference/cache.py: where the grader keeps what it computes once
+CACHE = cache_dir()                     # where the grader keeps what it computes once
 TIMEOUT_SECONDS = 180
 TEARDOWN_GRACE_SECONDS = 10     # once the result is written, the ranks get this long to exit
 RANK_COMMAND = [sys.executable, "-m", "shardlab.reference.fsdp2_agreement"]   # + rank, request (JSON)
@@ -125,7 +125,7 @@ def fully_shard_state(model: str, optimizer: str, steps: int, seed: int, world_s
     """Final weights (state_dict names -> nested lists) of fully_shard training.
     Each rank is `python -m` this module afresh, or `launch_rank([rank,
     request], log)` when given (the grader forks them from its zygote, which
-    has imported torch already: autograder/sandbox/zygote.reference_rank)."""
+    has imported torch already: `zygote.reference_rank`)."""
     args = dict(model=model, optimizer=optimizer, steps=steps, seed=seed, world_size=world_size)
 
     def train() -> dict:

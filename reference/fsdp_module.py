@@ -22,6 +22,7 @@ while this unit computes.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -45,6 +46,8 @@ class _GatherFull(torch.autograd.Function):
 class _Unit:
     """One nn.Linear's trainable parameters as a flat, padded, sharded vector."""
 
+    hooks: torch.autograd.graph.saved_tensors_hooks   # set by FSDP's pre-forward hook, for the forward
+
     def __init__(self, module: nn.Linear, group, rank: int, world: int):
         self.module, self.group, self.rank, self.world = module, group, rank, world
         self.names = [n for n, p in module.named_parameters(recurse=False) if p.requires_grad]
@@ -58,7 +61,7 @@ class _Unit:
         for n in self.names:                                      # the module keeps no full weights
             delattr(module, n)
         self.full: torch.Tensor | None = None                     # gathered weights, while needed
-        self.pending_gather = None                                # (work, buffer) of a prefetch
+        self.pending_gather: tuple[Any, torch.Tensor] | None = None   # (work, buffer) of a prefetch
         self.pending_grads: list = []                             # (work, buffer) of reduce-scatters
 
     # -- all-gather -------------------------------------------------------
@@ -70,6 +73,7 @@ class _Unit:
 
     def take_full(self) -> torch.Tensor:
         self.start_gather()
+        assert self.pending_gather is not None                    # started now, if not before
         work, buffer = self.pending_gather
         work.wait()
         self.pending_gather = None

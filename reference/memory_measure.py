@@ -25,7 +25,7 @@ class MeasuredStep:
 @lru_cache(maxsize=None)
 def measure_training_step(d_model: int, d_ff: int, num_blocks: int, tokens: int,
                           seed: int = 0) -> MeasuredStep:
-    """The measurement, made once per machine and torch release (reference/cache.py): the
+    """The measurement, made once per machine and torch release (`cache`): the
     grader needs it to build part 1.8's cases, before any probe starts, and measuring
     imports torch, seconds that would stand before every grading."""
     args = dict(d_model=d_model, d_ff=d_ff, num_blocks=num_blocks, tokens=tokens, seed=seed)
@@ -60,8 +60,9 @@ def _measure(d_model: int, d_ff: int, num_blocks: int, tokens: int, seed: int) -
     h.float().square().mean().backward()
 
     for p, w in zip(master, working):
+        assert w.grad is not None                                         # every weight is in the loss
         p.grad = w.grad.float()                                           # FP32 accumulated grads
-    # the course's AdamW (autograder/kit/toy_models.py), tested to step exactly like
+    # the course's AdamW (`kit.toy_models`), tested to step exactly like
     # torch.optim.AdamW, whose first use costs seconds of compiler-stack imports
     opt = AdamW(master, lr=1e-3)
     opt.step()
@@ -70,7 +71,7 @@ def _measure(d_model: int, d_ff: int, num_blocks: int, tokens: int, seed: int) -
         return t.numel() * t.element_size()
 
     params = sum(nbytes(p) for p in master)
-    grads = sum(nbytes(p.grad) for p in master)
+    grads = sum(nbytes(p.grad) for p in master if p.grad is not None)    # every one, set above
     # AdamW's two per-parameter moments (m, v); its step counter is a Python int
     moments = sum(nbytes(t) for m_v in opt.state.values() for t in m_v)
     return MeasuredStep(

@@ -24,7 +24,9 @@ def assign_buckets(param_bytes: list[int], bucket_bytes: float) -> list[list[int
     assign_buckets([4, 4, 4], 8) == [[2, 1], [0]]; [] for no parameters.
     """
     # BEGIN SOLUTION
-    buckets, current, size = [], [], 0
+    buckets: list[list[int]] = []
+    current: list[int] = []
+    size = 0
     for i in range(len(param_bytes) - 1, -1, -1):
         if current and size + param_bytes[i] > bucket_bytes:
             buckets.append(current)
@@ -103,7 +105,7 @@ class BucketedDDP(torch.nn.Module):
                 offset += self.params[i].numel()
             self.flats.append(torch.zeros(offset, dtype=self.params[members[0]].dtype))
         self.ready = [0] * len(self.buckets)
-        self.handles = []
+        self.handles: list = []         # the buckets' async all-reduces, waited for at the end
 
         def _make_hook(i):
             def _hook(param):
@@ -132,6 +134,7 @@ class BucketedDDP(torch.nn.Module):
         with torch.no_grad():
             for i, p in enumerate(self.params):
                 b, offset = self.where[i]
+                assert p.grad is not None       # every trainable parameter's gradient was all-reduced
                 p.grad.copy_(self.flats[b][offset:offset + p.numel()].view_as(p.grad) / world)
         self.ready = [0] * len(self.buckets)
         # END SOLUTION

@@ -143,7 +143,7 @@ class _Unit:
         self.shard = nn.Parameter(flat[self.rank * self.chunk:(self.rank + 1) * self.chunk].clone())
         for n in self.names:
             del linear._parameters[n]
-        self.prefetched = None
+        self.prefetched: tuple | None = None        # (work, buffer) of an all-gather started early
         self.reductions = []
         # END SOLUTION
 
@@ -158,6 +158,7 @@ class _Unit:
     def full_weight_and_bias(self):
         # BEGIN SOLUTION
         self.start_gather()
+        assert self.prefetched is not None          # started now, if not before
         work, flat = self.prefetched
         work.wait()
         self.prefetched = None

@@ -202,7 +202,7 @@ class OneFOneBPipeline:
         micro_inputs = inputs.chunk(m)                  # m x (B/m, d_model)
         micro_targets = targets.chunk(m)
         held = []                   # (input, output) of each micro-batch forwarded, not yet backwarded
-        sends = []                  # isend works, waited for at the end
+        sends: list = []            # isend works, waited for at the end
         losses = []
 
         def forward(i: int) -> None:
@@ -229,6 +229,7 @@ class OneFOneBPipeline:
                 dist.recv(grad, src=s + 1)              # d loss / d output, from the next stage
                 y.backward(grad)
             if not self.is_first:
+                assert x.grad is not None               # the received activation requires grad
                 sends.append(dist.isend(x.grad, dst=s - 1))
 
         warmup = min(self.num_stages - s - 1, m)

@@ -2,8 +2,10 @@
 
 File names: `test_<concern>_<subject>.py`, the concern being where the code
 under test lives: `reference` (reference/ against solutions/ and real runs),
-`question` (one question graded end to end), `engine`, `sandbox`, `publish`,
-`platforms`, `bench`, `package` (the package's structure), or `attacks` (a
+`question` (one question graded end to end), `kit` (the starter kit's code:
+its launcher, timelines, toy models, the bucket experiment), `engine`,
+`sandbox`, `publish`, `platforms`, `package` (the package's structure and
+the layers), or `attacks` (a
 student trying to break a wall, docs/trust.md); the CLI is one module, so
 its file is plain `test_cli.py`.
 

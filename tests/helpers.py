@@ -116,7 +116,7 @@ def assert_one_line_error(done, message: str) -> None:
 
 def all_reduces_against_backward(trace_events: list[dict]) -> dict[int, tuple[list[float], float]]:
     """{rank: (start ts of each all-reduce, ts of the last gradient)} of a DDP step's
-    Chrome trace (publish/timeline.chrome_trace), in µs: an all-reduce that starts
+    Chrome trace (`kit.timelines.overlap.chrome_trace`), in µs: an all-reduce that starts
     before the last gradient overlaps backward."""
     out = {}
     for rank in sorted({e["pid"] for e in trace_events}):

@@ -1,8 +1,8 @@
 """The grader's feedback draws the student's own timeline (issue 14, item 5,
-grader side; kit/timelines/feedback.py, platforms/batch.draw_timelines): one traced
+grader side; `grading.case_timeline`, `batch.draw_report_timelines`): one traced
 step of 4.7's, 2.11's and 5.10's first graded run, timed by the ranks'
 trusted processes, beside each submission's feedback; read here from the
-written Chrome trace's own timestamps, as tests/test_publish_kit_timelines.py
+written Chrome trace's own timestamps, as tests/test_kit_timelines.py
 reads the kit's, and for the pipeline from the orders drawn (issue 16)."""
 import csv
 import json
@@ -109,7 +109,7 @@ def test_feedback_names_the_drawing_and_gradescope_shows_the_summary(tmp_path: P
                   {"id": "4.7", "title": "overlap", "score": 2, "max_score": 2, "feedback": "ok", "timeline": drawn},
                   {"id": "4.8", "title": "other", "score": 0, "max_score": 2, "feedback": "no", "timeline": None}]}]}
     assert "rank 0: 1 of 1 all-reduces" in question_output(report["questions"][0])
-    lines = batch.draw_timelines(report, tmp_path / "alice")
+    lines = batch.draw_report_timelines(report, tmp_path / "alice")
     assert len(lines) == 1 and lines[0].startswith("4.7: rank 0: 1 of 1 all-reduces")
     assert (tmp_path / "alice" / "bucketed-ddp.png").read_bytes()[:8] == PNG
     assert json.loads((tmp_path / "alice" / "bucketed-ddp.trace.json").read_text())["traceEvents"]
@@ -159,7 +159,7 @@ def test_the_pipeline_drawing_shows_the_traced_order_beside_1f1b(tmp_path: Path)
     report = {"status": "ok", "score": 0, "max_score": 3, "questions": [{"id": "5", "title": "Pipeline", "score": 0,
               "max_score": 3, "parts": [{"id": "5.10", "title": "order", "score": 0, "max_score": 3,
                                          "feedback": "no", "timeline": drawn}]}]}
-    lines = batch.draw_timelines(report, tmp_path / "bob")
+    lines = batch.draw_report_timelines(report, tmp_path / "bob")
     assert lines == [f"5.10: {drawn['summary']} (one traced step of your first graded run: bob/pipeline.png, and "
                      "bob/pipeline.trace.json for https://ui.perfetto.dev)"]
     assert (tmp_path / "bob" / "pipeline.png").read_bytes()[:8] == PNG

@@ -1,7 +1,7 @@
 """The kit's distributed checks are the grader's own code: the `kit` package is
 shipped whole, file for file, and nothing that answers a question goes in.
 (Its imports: tests/test_package_structure.py. The public runs themselves:
-tests/test_sandbox_gloo_local.py.)"""
+tests/test_kit_local_runs.py.)"""
 import ast
 from pathlib import Path
 

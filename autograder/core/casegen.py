@@ -1,5 +1,5 @@
 """Random inputs shared by the questions' case generators. The engine seeds
-`rng` (engine/plan.py, part_rng); questions never seed themselves."""
+`rng` (`plan.part_rng`); questions never seed themselves."""
 from __future__ import annotations
 
 

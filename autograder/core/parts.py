@@ -1,11 +1,11 @@
 """What a graded part is: one definition drives the stub's task id, the test
 cases (public and hidden), the points, the comparison and the misconception
-feedback. Questions (autograder/questions/*.py) are lists of these.
+feedback. Questions (the `questions` package) are lists of these.
 
 A part is graded by *calls*: each case asks the student's module for one or
 more function values (run in the sandbox), and the part's `expect` gives the
 reference values for the same calls (computed in the grader). How the calls
-are evaluated is the part's probe (engine/probes.py: plain calls in one
+are evaluated is the part's probe (`engine.probes`: plain calls in one
 sandboxed process, or scenarios on gloo ranks); the scoring is the same.
 """
 from __future__ import annotations
@@ -38,7 +38,7 @@ class Case:
     may be shown (public), and its note, e.g. "edge case: tokens = 0".
 
     The note is also the case's *group*: a part's points are split evenly
-    over its groups (engine/plan.case_groups), so a missed edge case costs
+    over its groups (`plan.case_groups`), so a missed edge case costs
     its group's share, not the whole part. Hidden cases' feedback names the
     group, never the inputs."""
 
@@ -75,13 +75,13 @@ class Part:
     expect(case) -> the reference values, one per call; misconceptions are
     tried in order when a value is wrong.
     kind: 'auto' (graded here) or 'manual' (graded by hand; 0 auto points).
-    compare: a Comparator (kit/comparison.py) judging each returned value.
-    probe: the name of the probe that evaluates the calls (engine/probes.py):
+    compare: a Comparator (`kit.comparison`) judging each returned value.
+    probe: the name of the probe that evaluates the calls (`engine.probes`):
     'calls' (plain function calls in one sandboxed process) or 'gloo'
     (named scenarios on a group of gloo ranks).
     bonus: its points come on top of the question's maximum.
     drawn: how the run of its first public case is drawn as a timeline, in
-    the grading's feedback and by the starter kit (kit/timelines); None for
+    the grading's feedback and by the starter kit (`kit.timelines`); None for
     parts that are not drawn.
     """
 
@@ -129,7 +129,7 @@ def function_part(id: str, module: str, function: str, reference: Callable, poin
 
 def written_part(id: str, module: str, title: str, description: str) -> Part:
     """A written deliverable, graded by hand from the student's writeup.md
-    (engine/writeup.py): no cases, no auto points; the report says whether
+    (`engine.writeup`): no cases, no auto points; the report says whether
     it was answered."""
     return Part(id=id, title=title, module=module, points=0, cases=lambda cfg, rng: [],
                 expect=lambda case: [], kind="manual", description=description)

@@ -1,6 +1,6 @@
 """Where a grading spends its time: named spans, recorded only when the
-environment variable SHARDLAB_PHASES names a file (the grading benchmark,
-bench/grading.py, sets it), and written there as JSON when the process exits.
+environment variable SHARDLAB_PHASES names a file (the grading benchmark
+sets it), and written there as JSON when the process exits.
 
 A span is {"name", "lane", "start", "end"} in wall-clock seconds (time.time(),
 so the benchmark can place them against the moment it started the process).

@@ -46,7 +46,7 @@ def grader_version() -> str:
 
 @dataclass
 class GroupResult:
-    """One group of a part's cases (engine/parts.Case.group): its share of
+    """One group of a part's cases (`Case.group`): its share of
     the part's points, earned when all its cases pass; public when any of
     its cases is (otter shows a hidden group only after publication)."""
 
@@ -66,10 +66,10 @@ class PartResult:
     bonus: its points are not part of the question's max_score; status: 'ok'
     or INTERNAL_ERROR (0 points, flagged for the instructor to regrade);
     groups: how the points split over the case groups (auto parts); timeline: for
-    the drawn parts (publish/kit_timelines.DRAWN), one traced step of the
+    the drawn parts (`Part.drawn`), one traced step of the
     student's first graded run, {"stem", "kind", "title", "summary", "events": per
-    rank, "ideal"} (kit/timelines/feedback.py), None if that run failed; the front ends draw
-    it beside the feedback (platforms/batch.draw_timelines)."""
+    rank, "ideal"} (`timelines.timeline`), None if that run failed; the front ends draw
+    it beside the feedback (`batch.draw_report_timelines`)."""
 
     id: str
     title: str
@@ -86,7 +86,7 @@ class PartResult:
 @dataclass
 class QuestionResult:
     """The grade of one question: id is its number as text ("2"), or
-    "answers" for the answers.toml sheet (engine/answer_sheet.py)."""
+    "answers" for the answers.toml sheet (`engine.answer_sheet`)."""
 
     id: str
     title: str
@@ -99,10 +99,10 @@ class QuestionResult:
 class Report:
     """The grade of one submission: its label (path), totals, the questions,
     what the student's code printed (capped, and the bytes it tried to
-    print), the walls it ran in (sandbox/walls.py), the parts the grader
+    print), the walls it ran in (`sandbox.walls`), the parts the grader
     itself failed on ([{part, error}]: regrade these), the grader that
-    made it (grader_version()) and the written answers (engine/writeup.py:
-    the student's text, shown only through sandbox/untrusted.py)."""
+    made it (grader_version()) and the written answers (`engine.writeup`:
+    the student's text, shown only through `sandbox.untrusted`)."""
 
     submission: str
     score: float

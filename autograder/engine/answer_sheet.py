@@ -1,6 +1,6 @@
 """The student-answers sheet, answers.toml: the final numbers of each handout
 question, graded against the reference for the student's own variant
-(engine/variants.py). It is not a question of questions/ (it has no student
+(`variants`). It is not a question of the `questions` package (it has no student
 module and no calls): its sections become parts "<n>.answers" of a
 pseudo-question "answers" in the report and in the otter zip.
 
@@ -20,7 +20,7 @@ choose whose variant it is graded against; elsewhere, answers.toml's
 student_id. Gradescope documents only `email`, `id` and `name` per user
 (https://gradescope-autograders.readthedocs.io/en/latest/submission_metadata/);
 `[gradescope].student_id_field` picks the field. When `shardlab build
---roster` shipped ROSTER_FILE (email -> student_id, publish/roster.py), the
+--roster` shipped ROSTER_FILE (email -> student_id, `publish.roster`), the
 field is mapped through it; otherwise its value is the student id. Every
 member of a group counts: answers.toml's student_id chooses among them.
 """
@@ -210,6 +210,7 @@ def grade_answers(root: Path, cfg, student_id: str | Submitters | None = None) -
                 note = f" (graded as {student_id!r}{group}: answers.toml's student_id chooses)"
     except ShardlabError as exc:
         data, student_id, why = {}, None, str(exc)
+    assert not isinstance(student_id, Submitters)   # every path above chose one id, or None
     sheet = answer_sheet(variant_config(cfg, student_id)) if student_id else answer_sheet(cfg)
     parts = []
     for section, expected in sheet.items():

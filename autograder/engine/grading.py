@@ -3,7 +3,7 @@ the sandbox, and score in this process from plain data.
 
 Scoring: a part's points are split evenly over its case groups (the course
 model, a tiny model, each kind of edge case, the other inputs: a case's note,
-engine/parts.Case.group); a group earns its share when all its cases pass
+`Case.group`); a group earns its share when all its cases pass
 (one otter test case per group). Feedback names the part, the input and the
 expected and returned values for public cases, only the group and the kind
 of failure for hidden ones, and the misconception when a wrong value
@@ -17,7 +17,7 @@ reported with `status = "internal-error"` (0 points, flagged, its feedback
 saying the grader failed, not the student's code) and listed in the report's
 `internal_errors` for the instructor to regrade; the other parts grade
 normally. Every report also says which walls isolated the student's code
-(`walls`, sandbox/walls.py): lighter walls are the instructor's set-up.
+(`walls`, `sandbox.walls`): lighter walls are the instructor's set-up.
 """
 from __future__ import annotations
 
@@ -26,10 +26,10 @@ from pathlib import Path
 
 from shardlab.autograder.engine.answer_sheet import grade_answers
 from shardlab.autograder.kit.comparison import public_feedback, show_value
-from shardlab.autograder.core.parts import Case, Part
+from shardlab.autograder.core.parts import Call, Case, Part
 from shardlab.autograder.core.phases import mark, phase
 from shardlab.autograder.engine.plan import case_groups, expected_or_error, group_points, part_cases
-from shardlab.autograder.engine.probes import PROBES
+from shardlab.autograder.engine.probes import PROBES, starts, traces
 from shardlab.autograder.core.results import (INTERNAL_ERROR, GroupResult, PartResult, QuestionResult, Report,
                                                 internal_error_result)
 from shardlab.autograder.engine.submission import open_submission
@@ -55,7 +55,7 @@ def _judge_case(part: Part, case: Case, expected: list, got: list[Outcome]) -> t
     is "where: what"; kind is the failure's kind for an error (None for a
     wrong value). The student's words (errors, returned values) appear only
     in public cases, cleaned and capped; a hidden case says only the kind of
-    failure (sandbox/untrusted.py)."""
+    failure (`sandbox.untrusted`)."""
     for call, exp, out in zip(case.calls, expected, got):
         where = call.show() if case.public else f"a hidden case of {call.function} ({case.group})"
         if out.error is not None:
@@ -84,7 +84,7 @@ def _judge_case(part: Part, case: Case, expected: list, got: list[Outcome]) -> t
 
 def score_part(part: Part, points: float, cases: list[Case], expected: list[list],
                outcomes: list[list[Outcome]]) -> PartResult:
-    """The part's points split evenly over its case groups (engine/plan.case_groups):
+    """The part's points split evenly over its case groups (`plan.case_groups`):
     a group earns its share when every one of its cases passes."""
     failures = [_judge_case(part, case, exp, got) for case, exp, got in zip(cases, expected, outcomes)]
     judged = [(case, failure) for case, failure in zip(cases, failures) if failure is not None]
@@ -117,7 +117,7 @@ def _run_probes(root: Path, cases: dict[str, list[Case]], limits: Limits,
                 traced: frozenset = frozenset()) -> tuple[dict, dict, str, int]:
     """Run every part's calls (cases by part id), one batch per probe; the
     cases `traced` ({(part id, case index)}) with their runs' traces where the
-    probe can trace (kit/timelines/feedback.py). Returns ({(part id, case index):
+    probe can trace (`kit.timelines`). Returns ({(part id, case index):
     [Outcome]}, {part id: reason} for the parts whose probe itself failed (the
     grader's fault), student output, bytes printed)."""
     by_probe: dict[str, list] = {}
@@ -127,7 +127,8 @@ def _run_probes(root: Path, cases: dict[str, list[Case]], limits: Limits,
                 by_probe.setdefault(part.probe, []).append(part)
     batches = {}
     for probe, parts in by_probe.items():
-        calls, slices = [], {}
+        calls: list[Call] = []
+        slices: dict[tuple[str, int], slice] = {}
         for part in parts:
             for k, case in enumerate(cases[part.id]):
                 slices[(part.id, k)] = slice(len(calls), len(calls) + len(case.calls))
@@ -158,7 +159,7 @@ def _run_probes(root: Path, cases: dict[str, list[Case]], limits: Limits,
 def _run_probe(probe: str, root: str, calls: list, limits: Limits, traced: frozenset[int]):
     run = PROBES[probe]
     with phase(f"{probe} probe", lane=probe):
-        if traced and getattr(run, "traces", False):
+        if traced and traces(run):
             return run(root, calls, limits, traced=traced)
         return run(root, calls, limits)
 
@@ -180,14 +181,14 @@ def grade_parts(root: Path, cfg, parts: list[Part], limits: Limits = Limits()):
     Returns ({part id: PartResult}, student output, bytes printed)."""
     unstarted = {}
     for probe in sorted({p.probe for p in parts}):
-        if hasattr(PROBES[probe], "prepare"):
+        if starts(start := PROBES[probe]):
             try:
-                PROBES[probe].prepare(str(root), limits)
+                start.prepare(str(root), limits)
             except ShardlabError:
                 raise
             except Exception as exc:    # noqa: BLE001 - the harness failed: its parts only
-                reason = f"the {probe!r} harness failed to start: {type(exc).__name__}: {exc}"
-                unstarted.update({p.id: reason for p in parts if p.probe == probe})
+                why = f"the {probe!r} harness failed to start: {type(exc).__name__}: {exc}"
+                unstarted.update({p.id: why for p in parts if p.probe == probe})
     with phase("cases"):
         cases = {p.id: part_cases(cfg, p.id) for p in parts}
         drawn = {p.id: drawn_case(cases[p.id]) for p in parts if p.drawn and cases[p.id]}
@@ -223,10 +224,10 @@ def drawn_case(cases: list[Case]) -> int:
 
 
 def case_timeline(part: Part, case: Case, got: list[Outcome], expected=None) -> dict | None:
-    """The traced step of a drawn part's run (kit/timelines.timeline), or None when the run
+    """The traced step of a drawn part's run (`timelines.timeline`), or None when the run
     failed (hung, crashed, raised). A hidden case's title names its group, never its inputs."""
     run = got[0] if got else None
-    if run is None or run.error is not None:
+    if run is None or run.error is not None or part.drawn is None:
         return None
     call = case.calls[0]
     title = call.show() if case.public else f"a hidden case of {call.function} ({case.group})"
@@ -245,10 +246,10 @@ def grade_folder(root: Path, cfg, limits: Limits = Limits(), label: str | None =
     """Grade the submission whose assignments/ folder is under `root`; with
     `modules`, only the questions on those student modules. With a course
     secret, answers.toml is graded against the variant of `student_id` (a
-    str, or Gradescope's submitters: engine/answer_sheet.Submitters), else of
-    the id in answers.toml (engine/answer_sheet.py).
+    str, or Gradescope's submitters: `answer_sheet.Submitters`), else of
+    the id in answers.toml (`answer_sheet`).
     Refuses (ShardlabError) when the course requires the full jail and this
-    machine lacks a wall (sandbox/walls.py)."""
+    machine lacks a wall (`sandbox.walls`)."""
     check_points_config(cfg)
     walls = required_walls(cfg)
     chosen = [q for q in questions(cfg) if modules is None or q.module in modules]

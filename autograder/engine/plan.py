@@ -58,7 +58,7 @@ def expected_values(cfg, part_id: str) -> list[list]:
     """The reference's values for every call of every case, case by case.
 
     A distributed part's values come from reference trainings in torch, the same for
-    every submission: they are made once per machine (reference/cache.py; `shardlab
+    every submission: they are made once per machine (`reference.cache`; `shardlab
     warm` makes them all), so a grading's own process never has to import torch. The
     key holds every call, the run seeds really used (the machine's secret ones, or the
     public ones in the kit's build) and the source of the code that computes them."""
@@ -96,7 +96,7 @@ def part_plan(cfg, part_id: str) -> tuple[list[Case], list[list]]:
 def expected_or_error(cfg, part_id: str) -> tuple[list | None, str | None]:
     """A part's expected values, the computation retried once; (None, reason)
     when the reference still fails (the reason is for the instructor: no
-    student is blamed for it, see engine/grading.py)."""
+    student is blamed for it, see `grading`)."""
     for _ in range(REFERENCE_ATTEMPTS):
         try:
             return expected_values(cfg, part_id), None
@@ -107,7 +107,7 @@ def expected_or_error(cfg, part_id: str) -> tuple[list | None, str | None]:
 
 def warm(cfg) -> dict[str, str]:
     """Compute every auto part's expected values once, so that the on-disk
-    caches (reference/cache.py: the data seed key, the `fully_shard`
+    caches (`reference.cache`: the data seed key, the `fully_shard`
     agreement) are full before the first submission: the Gradescope image's
     setup.sh runs this through `shardlab warm`. Returns {part id: reason} for
     the parts whose reference failed (empty when all is well)."""

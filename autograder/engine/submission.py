@@ -2,7 +2,7 @@
 hand the grader a staged copy of it.
 
 Whatever the upload's shape (folder, git checkout, zip), the grader only
-ever reads the copy autograder/sandbox/staging.py makes: plain files and folders,
+ever reads the copy `sandbox.staging` makes: plain files and folders,
 no links followed, sizes capped. A zip is refused before unpacking when a
 member would land outside the folder or is anything but a file or folder
 (a symlink, a device, a FIFO...); locating assignments/ never follows a link.
@@ -23,7 +23,7 @@ from shardlab.autograder.sandbox.untrusted import one_line
 
 MAX_UNPACKED_BYTES = MAX_BYTES
 MAX_ZIP_MEMBERS = 10_000
-SUBMITTED_FILES = ("answers.toml", "writeup.md")   # beside assignments/: engine/answer_sheet.py, engine/writeup.py
+SUBMITTED_FILES = ("answers.toml", "writeup.md")   # beside assignments/: `answer_sheet`, `writeup`
 
 
 def _is_plain_dir(path: Path) -> bool:

@@ -5,7 +5,7 @@ The engine seeds; the variant only draws config values within realistic
 ranges and hands them to the reference, so a variant's handout, answer key
 and answers.toml grading all come from the same `CourseConfig`. Same id, same
 variant; no secret, no variants (everyone has the course config). The
-per-student handouts are written by publish/roster.py.
+per-student handouts are written by `publish.roster`.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from shardlab.reference.config import BucketsConfig, CourseConfig, FsdpConfig, M
 from shardlab.reference.specs import HARDWARE, ModelConfig
 
 # also a safe folder name; long enough for an email address (at most 254 characters), which is
-# the student id on Gradescope without a roster (engine/answer_sheet.py)
+# the student id on Gradescope without a roster (`answer_sheet`)
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,253}")
 _GPUS = [h for h in HARDWARE.values() if h.flops_per_second and not h.ici_bytes_per_second]
 _ICI = [h for h in HARDWARE.values() if h.ici_bytes_per_second]

@@ -10,10 +10,10 @@ The starter kit ships it with every heading and prompt (`writeup_template`);
 the notebook's answer cells write the same file. Grading does not score it:
 each manual part's feedback says whether its section holds an answer and how
 many words (`written_feedback`), a batch collects every student's answer to
-one part into one file for the graders (platforms/batch.py), and on
-Gradescope each question's output carries the text (platforms/otter.py).
+one part into one file for the graders (`platforms.batch`), and on
+Gradescope each question's output carries the text (`platforms.otter`).
 The file is the student's: it is read as plain text with a size cap, never
-followed through a link, and shown only through sandbox/untrusted.py.
+followed through a link, and shown only through `sandbox.untrusted`.
 """
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def read_writeup(root: Path) -> dict[str, str] | None:
     with open(path, "rb") as f:
         text = f.read(MAX_WRITEUP_BYTES).decode("utf-8", "replace")
     marks = list(_HEADING.finditer(text))
-    sections = {}
+    sections: dict[str, str] = {}
     for k, mark in enumerate(marks):
         body = text[mark.end():marks[k + 1].start() if k + 1 < len(marks) else len(text)]
         body = _COMMENT.sub("", body).replace(PLACEHOLDER, "").strip()

@@ -10,8 +10,7 @@ copy: the autograder uses its own.
   results, are right, and the words for when they are not;
 - checks/: what each distributed question checks of a run;
 - scenarios/: the runs themselves, one module per distributed question (a
-  rank's trusted half and the student's half), and the bucket experiment's
-  timing runs;
+  rank's trusted half and the student's half);
 - tracing: torch.distributed traced, for the checks and the timelines;
 - toy_models, comm4d_mesh: the small models, data and optimizers the runs
   train, and the 2 x 2 mesh the 4D question's run traces;
@@ -21,6 +20,7 @@ copy: the autograder uses its own.
 - verdict, student_values: the words for a hang or a crash, and a student's
   results as plain data;
 - timelines/: one traced step drawn against what it should look like;
-- bucket_experiment: question 4 (c)'s experiment (tests/bench_buckets.py in
-  the kit, `shardlab bench buckets` for the course staff).
+- bucket_experiment, bucket_timing: question 4 (c)'s experiment, host and
+  rank side (tests/bench_buckets.py in the kit, `shardlab bench buckets` for
+  the course staff); its scenarios are loaded only by its own ranks.
 """

@@ -10,7 +10,7 @@ for the course staff, `python tests/bench_buckets.py` in the starter kit
    decide w.
 2. Sweep bucket sizes over a training step of a deep, narrow MLP (33.7 MB of
    FP32 gradients) wrapped in the BucketedDDP being timed, with each layer's
-   backward compute emulated at the model's pace (kit/scenarios/bucket_timing.py
+   backward compute emulated at the model's pace (`bucket_timing`
    says why); the overhead of a bucket size is the median step time minus
    the median step time without DDP, with its spread (quartiles).
 3. Compare with the cost model of question 4 as the *given functions*
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .scenarios import bucket_timing as buckets_ranks
+from . import bucket_timing as buckets_ranks
 from .local import LocalGroup, ScenarioFailed
 
 MiB = 2**20                                                      # a bucket "MB", as DDP's bucket_cap_mb
@@ -149,7 +149,7 @@ def run(out: Path, root: Path, model: CostModel, rounds: int = 5, advance=lambda
     out.mkdir(parents=True, exist_ok=True)
     timer = _Timer(root)
     try:
-        allreduce = [[] for _ in MESSAGE_SIZES]
+        allreduce: list[list[float]] = [[] for _ in MESSAGE_SIZES]
         for _ in range(rounds):
             per_rank = timer("bench_allreduce", sizes=MESSAGE_SIZES, calls=CALLS_PER_ROUND)
             for i, calls in enumerate(zip(*per_rank)):
@@ -217,10 +217,10 @@ def write(out: Path, summary: dict) -> None:
         writer.writerows(summary["rows"])
     fit = summary["fit"]
     with open(out / "allreduce.csv", "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["bytes", "seconds_q1", "seconds", "seconds_q3", "fitted_seconds"])
+        w = csv.writer(f)
+        w.writerow(["bytes", "seconds_q1", "seconds", "seconds_q3", "fitted_seconds"])
         for b, q1, t, q3 in summary["allreduce"]:
-            writer.writerow([b, q1, t, q3, fit.overhead + b / fit.bandwidth])
+            w.writerow([b, q1, t, q3, fit.overhead + b / fit.bandwidth])
     plot(out / "buckets.png", summary)
 
 

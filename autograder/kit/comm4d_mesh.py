@@ -60,10 +60,12 @@ def sharded_forward(in_s, w_in_s, w_out_s, x: int, y: int, gx, gy) -> torch.Tens
 
 def run_on_mesh(tokens: int, d_model: int, d_ff: int, x: int, y: int, seed: int, tracer) -> dict:
     """Every rank of an X*Y gloo group: the traced forward and its check.
-    `tracer` is the harness's collective tracer (autograder.sandbox.gloo.ranks.tracing)."""
+    `tracer` is the harness's collective tracer (a `tracing.Tracer`)."""
     mesh = init_device_mesh("cpu", (x, y), mesh_dim_names=("x", "y"))
     gx, gy = mesh.get_group("x"), mesh.get_group("y")
-    i, j = mesh.get_coordinate()
+    coordinate = mesh.get_coordinate()
+    assert coordinate is not None                   # None only for a rank outside the mesh: every rank is in it
+    i, j = coordinate
     inputs, w_in, w_out = block_tensors(tokens, d_model, d_ff, seed)
     tracer.set_phase("block forward")
     with warnings.catch_warnings():

@@ -1,13 +1,13 @@
 """Scenarios on gloo ranks on one machine, without walls: the starter kit's
 local checks and the bucket benchmark.
 
-The grader's harness (sandbox/gloo/group.py) splits each rank into a trusted
+The grader's harness (`sandbox.gloo.group`) splits each rank into a trusted
 process and a walled-in student process, and forks them from a Linux-only
 fork server. A student testing their own code on their own laptop needs
 none of that, so this launcher keeps only what the checks depend on: the
-same scenarios (sandbox/gloo/ranks/scenarios/), the same tracing of
-torch.distributed (ranks/tracing.py), the same words for a hang or a crash
-(verdict.py). Each rank is one fresh Python process (a subprocess, not a
+same scenarios (`scenarios`), the same tracing of
+torch.distributed (`tracing`), the same words for a hang or a crash
+(`verdict`). Each rank is one fresh Python process (a subprocess, not a
 fork: forking after torch has started its threads can hang, and a fresh
 interpreter works the same on Linux and macOS, from pytest, a script or a
 notebook) that runs all three halves of a scenario in turn:
@@ -46,6 +46,7 @@ import threading
 import time
 from datetime import timedelta
 from multiprocessing.connection import Connection, wait
+from typing import cast
 
 from .verdict import failure, unfinished
 from .student_values import describe_exception, plain
@@ -60,7 +61,7 @@ class ScenarioFailed(Exception):
 
     def __init__(self, message: str, state: str):
         super().__init__(message)
-        self.state = state          # as in verdict.py: "error", "clean-error", "hung", "died"
+        self.state = state          # as in `verdict`: "error", "clean-error", "hung", "died"
 
 
 class LocalGroup:
@@ -142,7 +143,8 @@ class LocalGroup:
         got: dict[int, tuple] = {}
         by_conn = {self._conns[r]: r for r in pending}
         while by_conn and time.monotonic() < deadline:
-            for conn in wait(list(by_conn), timeout=max(0.0, deadline - time.monotonic())):
+            ready = wait(list(by_conn), timeout=max(0.0, deadline - time.monotonic()))
+            for conn in cast("list[Connection]", ready):          # those of the connections given that are ready
                 r = by_conn[conn]
                 try:
                     kind, payload = conn.recv()

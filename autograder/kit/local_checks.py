@@ -1,13 +1,13 @@
 """The starter kit's public runs, checked on local gloo ranks: the same
 scenario, comparator and wording as the grader's feedback on that public
-case (engine/grading.py), on the student's own machine.
+case (`engine.grading`), on the student's own machine.
 
-`publish/kit_harness.public_runs` writes the runs (tests/public_runs.json in
+`kit_harness.public_runs` writes the runs (tests/public_runs.json in
 the kit); the kit's tests call `check_run(run, ranks)` with one `Ranks` for
 the whole pytest session. Parts that judge the same run (2.7-2.11 judge the
 same trainings) share it: each distinct run happens once. After a run hangs
 or a rank dies, the scenario's remaining runs are not started, as in the
-grader (sandbox/gloo/launch.py): each would only cost the deadline again.
+grader (`gloo.launch`): each would only cost the deadline again.
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ class Ranks:
     def __init__(self, root: str = "."):
         self.root = root
         self._groups: dict[int, LocalGroup] = {}
-        self._results: dict[str, object] = {}      # run key -> per-rank values or ScenarioFailed
+        self._results: dict[str, list | ScenarioFailed] = {}      # run key -> per-rank values or ScenarioFailed
         self._given_up: dict[str, str] = {}         # scenario -> "hung" / "ended a rank"
         self.events: dict[str, list[list[dict]]] = {}   # run key -> each rank's timed trace
 

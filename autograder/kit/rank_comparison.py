@@ -4,6 +4,7 @@ rank (a list), each a dict. They follow the engine's contract:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 
@@ -78,7 +79,7 @@ class StatesMatch:
 class StepCheck:
     """Applies `check(expected, step_record) -> None | reason` to every step of every rank."""
 
-    check: object
+    check: Callable[[Any, Any], str | None]
     key: str = "steps"
 
     def problem(self, expected, got) -> str | None:
@@ -103,7 +104,7 @@ class RankCheck:
     `expected` is a list of one entry per rank (what differs from stage to
     stage of a pipeline) and rank r is checked against `expected[r]`."""
 
-    check: object
+    check: Callable[[Any, Any], str | None]
     key: str | None = None
     per_rank: bool = False
 

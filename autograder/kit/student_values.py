@@ -1,8 +1,8 @@
 """What comes back from student code, as plain data and one-line errors.
 
-Shared by the sandbox's worker (sandbox/worker.py), the gloo ranks
-(sandbox/gloo/ranks/main.py) and the starter kit's local ranks
-(kit/local.py, which ships this file): a returned value becomes
+Shared by the sandbox's worker (`sandbox.worker`), the gloo ranks
+(`sandbox.gloo.ranks.main`) and the starter kit's local ranks
+(`local`, which ships with this module): a returned value becomes
 JSON-able data or a type error, an exception becomes one line naming the
 student's innermost frame.
 """

@@ -63,7 +63,7 @@ class TiedAutoencoder(nn.Module):
         return self.dec(torch.tanh(self.mid(torch.tanh(self.enc(x)))))
 
 
-MODELS = {"frozen_mlp": FrozenMLP, "tied": TiedAutoencoder}
+MODELS: dict[str, type[FrozenMLP] | type[TiedAutoencoder]] = {"frozen_mlp": FrozenMLP, "tied": TiedAutoencoder}
 
 PIPE_D_MODEL, PIPE_D_FF, PIPE_BLOCKS, PIPE_ROWS = 8, 16, 4, 3     # PIPE_ROWS: rows per micro-batch
 
@@ -137,7 +137,7 @@ def build_model(name: str, seed: int) -> nn.Module:
         return MODELS[name]()
 
 
-def batch(name: str, seed: int, world_size: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def batch(name: str, seed: int, world_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """One global batch per step source: inputs (4W, in) and targets (4W, out), FP32."""
     cls = MODELS[name]
     gen = torch.Generator().manual_seed(10_000 + seed)
@@ -265,6 +265,7 @@ def pipeline_single_process(optimizer: str, steps: int, seed: int, microbatches:
     def scale():
         with torch.no_grad():
             for p in model.parameters():
+                assert p.grad is not None       # after a backward pass through the whole model
                 p.grad.mul_(grad_scale)
     train(model, make_optimizer(optimizer, model.parameters()), inputs, targets, steps, after_backward=scale)
     return state_lists(model)

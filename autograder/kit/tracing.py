@@ -27,7 +27,7 @@ are {"kind": "grad", "param": i, "phase": ..., "t": ...} and phase changes
 
 Times ("start", "end", "t") are `time.monotonic()` seconds, one clock for
 every process of the machine, so the ranks' events can be drawn on one
-timeline (autograder/kit/timelines/overlap.py). A collective's "end" is when it
+timeline (`timelines.overlap`). A collective's "end" is when it
 completed: when the call returned, or for an async one when its work
 finished (its future's callback; else when `wait()` returned; None if
 neither was seen).
@@ -151,12 +151,13 @@ class Tracer:
     # ---- wrapping torch.distributed -------------------------------------------
     def install(self) -> None:
         for name in TRACED_OPS:
-            original = getattr(c10d, name, None)
+            original: Callable | None = getattr(c10d, name, None)
             if original is None:
                 continue
             wrapped = self._wrap(name, original)
             for namespace in (dist, c10d):
-                if getattr(namespace, name, None) is original:
+                current: Callable | None = getattr(namespace, name, None)
+                if current is original:
                     self._originals[(namespace, name)] = original
                     setattr(namespace, name, wrapped)
 
@@ -215,7 +216,8 @@ class Tracer:
 
         traced.__name__ = traced.__qualname__ = name
         traced.__doc__ = fn.__doc__
-        traced.__wrapped__ = fn
+        # ignore: mypy does not model attributes set on a function (functools.wraps would copy more)
+        traced.__wrapped__ = fn             # type: ignore[attr-defined]
         return traced
 
 

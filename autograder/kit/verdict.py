@@ -1,7 +1,7 @@
 """How the endings of a scenario's ranks become one outcome, in words a
 student can act on. One module for the grader's worker groups
-(sandbox/gloo/group.py) and the starter kit's local ranks
-(kit/local.py), which ships this file, so a hang or a crash reads
+(`sandbox.gloo.group`) and the starter kit's local ranks
+(`local`), which ships with this module, so a hang or a crash reads
 the same on a laptop as in the feedback.
 
 A rank ends a scenario in one of three ways: ("ok", value), ("error",

@@ -8,23 +8,23 @@ feedback/<name>.md, and gradebook.csv rebuilt from all results), so an
 interrupted run loses nothing and `--resume` skips what is done. Beside the
 feedback, feedback/<name>/ holds the timelines of the overlap parts (4.7,
 2.11): one traced step of the student's first graded run, as a PNG and a
-Chrome trace (`draw_timelines`; the feedback names them in one line).
+Chrome trace (`draw_report_timelines`; the feedback names them in one line).
 
 Written answers (writeup.md) are collected in written/<part id>.md, one file
 per hand-graded part holding every submission's answer, for the graders.
 
-Parts the grader itself failed on (autograder/engine/grading.py, "no false zeros")
+Parts the grader itself failed on (`engine.grading`, "no false zeros")
 are listed in the gradebook's `internal_errors` column and at the top of the
 student's feedback, so the instructor can regrade them; each feedback file
 also says which walls isolated the student's code.
 
-Every record carries `grader_version` (engine/results.grader_version: the
+Every record carries `grader_version` (`results.grader_version`: the
 grader's version and git commit), error records included, and the gradebook
 has a column for it and for `autograder_zip_sha256` (set only by a grading
 inside the otter zip), so a regrade after a fix can be told from the grading
 it replaces. A record whose submission the grader refused as not gradable
 (exit status 2: no assignments/, a link, too big) has `refused: true`;
-platforms/gradescope_export.py scores those 0, as Gradescope did.
+`gradescope_export` scores those 0, as Gradescope did.
 """
 from __future__ import annotations
 
@@ -54,7 +54,8 @@ def write_atomic(path: Path, text: str) -> None:
 
 def submission_names(paths: list[str]) -> dict[str, str]:
     """A unique, file-system-safe name per submission (its stem, numbered on clashes)."""
-    names, seen = {}, {}
+    names: dict[str, str] = {}
+    seen: dict[str, int] = {}                   # stem -> how many submissions have it so far
     for p in paths:
         stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(p).stem) or "submission"
         seen[stem] = seen.get(stem, 0) + 1
@@ -87,9 +88,9 @@ def grade_in_subprocess(path: str, config_path: str | None, env: dict[str, str] 
             "retry": not refused, "refused": refused}
 
 
-def draw_timelines(report: dict, folder: Path) -> list[str]:
-    """Draw each part's traced step (PartResult.timeline, kit/timelines/feedback.py)
-    as <folder>/<stem>.png and <stem>.trace.json (kit/timelines/overlap.py). Each
+def draw_report_timelines(report: dict, folder: Path) -> list[str]:
+    """Draw each part's traced step (PartResult.timeline, `timelines.timeline`)
+    as <folder>/<stem>.png and <stem>.trace.json (`timelines.write_drawing`). Each
     such part's dict then carries `timeline_note` (its overlap summary and the
     files' names, one line of the feedback) instead of the events. Returns
     "<part id>: <note>" per drawing. A part without a timeline (its run failed)
@@ -195,13 +196,14 @@ def grade_many(paths: list[str], out: Path, config_path: str | None, jobs: int =
         return report
 
     # one torch import for the whole batch: every grader forks its sandboxes from it
-    with zygote.serving() if todo else contextlib.nullcontext({}) as grader_env, \
-            ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+    serving: contextlib.AbstractContextManager[dict[str, str]] = (zygote.serving() if todo else
+                                                                   contextlib.nullcontext({}))
+    with serving as grader_env, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures = {pool.submit(attempt, p): p for p in todo}
         for fut in as_completed(futures):
             name = names[futures[fut]]
             report = fut.result()
-            draw_timelines(report, feedback_dir / name)
+            draw_report_timelines(report, feedback_dir / name)
             results[name] = report
             write_atomic(results_dir / f"{name}.json", json.dumps(report, indent=1))
             write_atomic(feedback_dir / f"{name}.md", feedback_markdown(name, report))
@@ -222,7 +224,7 @@ def _fenced(text: str) -> str:
 
 
 def write_written_answers(folder: Path, results: dict[str, dict], cfg=None) -> list[Path]:
-    """One file per hand-graded part of the course (engine/writeup.py): every
+    """One file per hand-graded part of the course (`engine.writeup`): every
     submission's answer from its writeup.md, or that it has none, for the graders."""
     from shardlab.autograder.engine.writeup import written_parts
     folder.mkdir(parents=True, exist_ok=True)

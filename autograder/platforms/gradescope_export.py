@@ -1,74 +1,21 @@
 """Re-grading a class from Gradescope: `shardlab grade --gradescope-export
 ARCHIVE --out DIR` reads Gradescope's "Export Submissions" archive, grades
-every submission with platforms/batch.py, and writes DIR/gradescope_scores.csv
+every submission with `platforms.batch`, and writes DIR/gradescope_scores.csv
 (one row per student). It also holds the digest that ties a grading inside
 the otter zip to the autograder zip it ran from (`autograder_zip_sha256`).
 
-What the archive holds. Gradescope documents the autograder's own files
-(https://gradescope-autograders.readthedocs.io/en/latest/submission_metadata/
-describes /autograder/submission_metadata.json, a JSON file with `users`
-[{email, id, name}] and no student id), but not the export. Its layout here
-comes from public code that reads real exports:
+Gradescope does not document the export, so its layout (a
+`submission_metadata.yml` of Ruby-flavoured YAML and one `submission_<id>/`
+folder per submission) is taken from public code that reads real exports,
+and `parse_metadata` refuses any other shape in one line. Each submission is
+graded by `batch.grade_many` like any upload, with the same size, path and
+link checks. The CSV copies the first columns of Gradescope's own "Download
+Grades" CSV, one row per member of a group; a submission the grader failed
+on gets no score rather than a wrong one, one it refused as not gradable
+gets 0, as on Gradescope. The digest covers the zip's members, not its
+bytes, because Gradescope keeps only the unpacked copy, /autograder/source.
 
-- The zip has one top-level folder, `assignment_<assignment id>_export/`,
-  holding `submission_metadata.yml` and one folder `submission_<submission
-  id>/` per submission, with the files the student handed in. This was
-  observed on a live export and recorded in itsgeagle/provenance-gradescope-gateway,
-  docs/superpowers/specs/2026-07-13-gradescope-download-design.md ("ZIP
-  shape"). Its tests also add macOS's `__MACOSX/` entries beside that folder.
-- `submission_metadata.yml` is Ruby-flavoured YAML whose keys are Ruby
-  symbols written with a leading colon. An export that someone committed,
-  sjinang/temp0 at submission_metadata.yml (commit e00c0ec9), has one
-  top-level key per folder, `submission_<id>:`. Each holds `:submitters:`,
-  a list of `{:name:, :sid:, :email:}` that names every member of a group,
-  with `:sid:` a quoted string keeping its leading zeros. It also holds
-  `:created_at:` (`2023-12-02 02:52:07.938335000 Z`), `:score:` (a float),
-  `:status:`, `:results:` (the autograder's results.json, with plain keys)
-  and `:history:`, the earlier submissions, each with its own `:id:` and an
-  empty `:submitters:` list.
-- otter-grader's parser for these exports, ucbds-infra/otter-grader at
-  otter/grade/metadata.py (`GradescopeParser`), reads the same file with
-  `yaml.safe_load`. It treats each key as the folder of that submission's
-  files and walks `metadata[folder][":submitters"]` for the group's members.
-
-None of this was checked against a live export from this machine.
-`parse_metadata` therefore checks the file's shape and refuses anything
-else with one line.
-
-Grading. A zip export is split into one zip per submission (in a temporary
-folder under DIR, removed afterwards), and an unpacked folder is graded in
-place. Each submission then goes through batch.grade_many like any upload,
-so open_submission applies the same size, path and link checks as it does
-for a single upload. The name of each result is its folder's name,
-`submission_<id>`, and it carries the Gradescope submission it came from:
-its id, submitters, time, Gradescope's own score and the export's sha256.
-
-The scores CSV. Gradescope's help pages found here do not describe a CSV
-upload of scores into a programming assignment, so the format below could
-not be checked against an importer. It copies the first columns of
-Gradescope's own per-assignment "Download Grades" CSV. Live captures of that
-CSV (Yuanpeng-Li/gradescope-mcp, tests/test_lms_export.py) list "First
-Name", "Last Name", "SID", "Email", "Total Score", "Max Points", "Status",
-"Submission ID", "Submission Time", ... The metadata gives only the full
-name, so this file writes one "Name" column in place of the first and last
-names: Name, SID, Email, Total Score, Max Points, Status and Submission ID,
-with one row for every member of a group. A submission gets no score (blank
-Total Score, Status "Ungraded") when the grader failed on it: a timeout, a
-crash, or an internal error in any part. In those cases the student is not
-given a wrong number; such submissions are listed for a regrade. A
-submission the grader refused as not gradable (no assignments/ folder, a
-link, too big) scores 0, as it did on Gradescope.
-
-The autograder zip's digest. The zip cannot hold its own hash, and
-Gradescope keeps only its unpacked copy, /autograder/source. So
-`autograder_zip_sha256` is a digest of the zip's contents, not of its
-bytes: a sha256 over the sorted (member name, sha256 of the member) pairs of
-the files that make up an otter zip (AUTOGRADER_FILES). It is the same
-whether computed from autograder.zip (`shardlab build` prints it) or from
-/autograder/source at grading time. There, what setup.sh adds, such as
-mamba_install.sh or the shardlab-cache/ folder, is not counted. The otter
-report.json carries this digest, so a Gradescope result names the
-autograder zip that made it.
+(research notes: docs/gradescope.md)
 """
 from __future__ import annotations
 
@@ -101,7 +48,7 @@ SCORES_FILE = "gradescope_scores.csv"
 SCORE_COLUMNS = ("Name", "SID", "Email", "Total Score", "Max Points", "Status", "Submission ID")
 NOISE = ("__MACOSX", ".")              # macOS's resource forks, hidden files: never an export's own
 
-# what an otter autograder zip holds (publish/otter_export.py), counted in autograder_zip_sha256: these
+# what an otter autograder zip holds (`publish.otter_export`), counted in autograder_zip_sha256: these
 # files at its top and everything under these folders; nothing setup.sh adds to /autograder/source
 # (mamba_install.sh, the shardlab-cache/ folder `shardlab warm` fills)
 AUTOGRADER_FILES = ("run_autograder", "run_otter.py", "setup.sh", "environment.yml", "otter_config.json",
@@ -193,7 +140,8 @@ def parse_metadata(text: str, shown: str) -> list[ExportedSubmission]:
     if not isinstance(data, dict) or not data:
         raise ShardlabError(f"{shown}: {METADATA} holds no submissions (expected `submission_<id>:` entries "
                             "as Gradescope's 'Export Submissions' writes them)")
-    found, seen = [], {}
+    found: list[ExportedSubmission] = []
+    seen: dict[str, str] = {}                   # submitter -> the key of their submission
     for key, entry in data.items():
         m = SUBMISSION_KEY.fullmatch(key) if isinstance(key, str) else None
         if m is None:

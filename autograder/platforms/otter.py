@@ -6,8 +6,8 @@ that file (`files/shardlab_otter_entry.py`, copied into the submission folder
 by otter, overwriting any file of the same name), so student code never runs
 in otter's kernel:
 
-1. Before otter starts, the zip's run_autograder (publish/otter_export.py,
-   RUN_PRELUDE) moves everything the student uploaded out of the kernel's
+1. Before otter starts, the zip's run_autograder (`otter_export.RUN_PRELUDE`)
+   moves everything the student uploaded out of the kernel's
    working folder into `<autograder dir>/shardlab-submission/`, so otter
    finds only the entry file to grade, and a student folder named `otter/`
    or `autograder/` cannot shadow a package the kernel imports.
@@ -62,7 +62,7 @@ def question_file_title(question_id: str, title: str) -> str:
 
 
 def find_upload(folder: Path) -> Path | None:
-    """engine/submission.find_assignments, and when it finds nothing, a
+    """`submission.find_assignments`, and when it finds nothing, a
     single zip in `folder` (a zip uploaded inside the upload) is unpacked
     next to it, with open_submission's size and path checks."""
     found = find_assignments(folder)
@@ -126,9 +126,9 @@ def graded(handle: dict) -> dict:
 def case_failure(report: dict, part_id: str, group: int | None = None) -> str | None:
     """The failure message of one otter case, from the report: the part's
     shardlab feedback (hidden cases worded as in the local report), escaped
-    for Gradescope, which shows it as HTML (autograder/sandbox/untrusted.py);
+    for Gradescope, which shows it as HTML (`untrusted.html`);
     None when the part earned its points (with `group`: when that case group
-    earned its share, engine/results.GroupResult)."""
+    earned its share, `results.GroupResult`)."""
     from shardlab.autograder.sandbox.untrusted import html
     if "error" in report:
         return html(report["error"])
@@ -208,7 +208,7 @@ def gradescope_results(results: dict, report: dict, settings) -> dict:
     - `visibility` of each question and `stdout_visibility` are the course's
       ([gradescope] test_visibility, stdout_visibility in the course config);
     - output formats are explicit: shardlab's text is HTML-escaped
-      (sandbox/untrusted.html), so the top-level output and each question's
+      (`untrusted.html`), so the top-level output and each question's
       are `simple_format` (HTML, line breaks kept); any other entry (otter's
       own failure reports) stays plain `text`.
 
@@ -240,7 +240,7 @@ def question_output(question: dict, written: dict[str, str] | None = None) -> st
     """One line per part, as the local report says it: mark, part, points,
     then shardlab's feedback (hidden cases say only the kind of failure),
     escaped for Gradescope's simple_format; an overlap part's (4.7, 2.11)
-    line ends with the overlap summary of its traced step (kit/timelines/feedback.py;
+    line ends with the overlap summary of its traced step (`kit.timelines`;
     no image on Gradescope); under a hand-graded part, the student's answer
     from writeup.md (`written`), for the graders."""
     from shardlab.autograder.core.results import INTERNAL_ERROR
@@ -256,7 +256,7 @@ def question_output(question: dict, written: dict[str, str] | None = None) -> st
         timeline = (p.get("timeline") or {}).get("summary")
         lines.append(f"{mark} {html(p['id'])} {html(p['title'])} ({points}): {html(p['feedback'])}"
                      + (f" Timeline of one traced step of your first graded run: {html(timeline)}" if timeline else ""))
-        if (written or {}).get(p["id"]):
+        if written and written.get(p["id"]):
             lines.append(_html.escape(block(written[p["id"]], WRITTEN_CAP), quote=False))
     return "\n".join(lines)
 

@@ -1,12 +1,12 @@
 """The handout's teaching figures, collected from the questions: each
-question lists its `Diagram`s (`Question.figures`, drawn with core/drawing),
+question lists its `Diagram`s (`Question.figures`, drawn with `core.drawing`),
 each in two versions, schematic for students, to scale for the solutions.
 
-Templates place a figure with `{{ figure("name") }}` (publish/render.py);
+Templates place a figure with `{{ figure("name") }}` (`render.context`);
 the students' files go to `figures/`, the solutions' to
 `solutions-figures/`, so the folder beside a handout never holds an answer;
 the notebook embeds the same PNG bytes as cell attachments
-(publish/formats.py).
+(`formats`).
 """
 from __future__ import annotations
 

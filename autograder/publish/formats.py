@@ -2,12 +2,12 @@
 tables, and `$...$` math turned into MathML at build time), and a Jupyter
 notebook built with nbformat: the handout's Markdown split into one cell
 per section, after each task's heading a code cell that imports the
-student's module and runs that task's public checks (kit/comparison.py,
+student's module and runs that task's public checks (`kit.comparison`,
 inlined in the first code cell: the grader's own comparison rules), after
 each distributed task's a cell that runs its public cases on local gloo ranks
 with the kit's copy of the grader's checks (tests/shardlab_local/, so it
 runs in the starter kit's folder) and, for the overlap tasks, a cell that
-shows the traced timeline of one step (kit/timelines/__init__.py) inline, and
+shows the traced timeline of one step (`kit.timelines`) inline, and
 for each written deliverable a cell that saves the answer in writeup.md."""
 from __future__ import annotations
 
@@ -201,7 +201,7 @@ def notebook(cfg, handout_md: str, checks: dict) -> nbformat.NotebookNode:
                     "One training step of your class, traced on the same ranks: compute above, each collective "
                     "below, per rank (compare with the handout's figure):"))
                 cells.append(nbformat.v4.new_code_cell(f"show_timeline({part.id!r})"))
-        for part in (p for p in q.parts if p.kind == "manual"):      # engine/writeup.py
+        for part in (p for p in q.parts if p.kind == "manual"):      # `engine.writeup`
             cells.append(nbformat.v4.new_markdown_cell(
                 f"**Written {part.id}** {part.title}: {part.description}. Write it below; the cell saves it "
                 "under its heading in `writeup.md`, which you hand in beside `assignments/`."))

@@ -1,7 +1,7 @@
 """The autograder zip run the way Gradescope runs it, on this machine, as far
 as a machine without Docker can (needs root and util-linux's `unshare`).
 
-Gradescope (docs/otter-gradescope-notes.md §1, §5, §6) builds an image once
+Gradescope (docs/gradescope.md, research notes §1, §5, §6) builds an image once
 per zip: the zip unpacked into /autograder/source, then `setup.sh`. Each
 submission then runs in a fresh container of that image: the upload unpacked
 into /autograder/submission, submission_metadata.json beside it, and
@@ -75,6 +75,7 @@ def _namespace(script: str, env: dict[str, str], timeout: float, cgroup: Cgroup 
     cmd = ["unshare", "--mount", "--propagation", "private", "bash", "-c", script]
 
     def enter_cgroup():
+        assert cgroup is not None                   # the pre-exec function only when there is one
         cgroup.add(os.getpid())
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             preexec_fn=enter_cgroup if cgroup else None, start_new_session=True)
@@ -134,7 +135,8 @@ def make_env(where: Path) -> Path:
     (hard links into its site-packages), for the zip's pip lines to complete."""
     project_site = Path(next(p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()))
     venv = where / "otter-env"
-    subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    # ignore: the base interpreter is a private attribute of CPython's sys, which typeshed does not declare
+    subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(venv)], check=True)  # type: ignore[attr-defined]
     site = venv / "lib" / project_site.parent.name / "site-packages"
     grader = [e for e in os.listdir(project_site) if "shardlab" in e.lower() or e.startswith("__editable__")]
     for entry in sorted(set(os.listdir(project_site)) - set(grader)):
@@ -194,7 +196,7 @@ exit $status
 
 
 def _run_cgroup(cpus: float | None) -> Cgroup | None:
-    """The sandbox's own cgroup mechanism (sandbox/jail.Cgroup) for one run: its
+    """The sandbox's own cgroup mechanism (`jail.Cgroup`) for one run: its
     memory peak is read afterwards; with `cpus`, a CPU quota like Gradescope's
     (1/2 vCPU by default). The memory and process bounds only keep a runaway
     replay from taking the machine; a grading run stays far below them."""

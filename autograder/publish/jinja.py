@@ -13,7 +13,7 @@ TEMPLATES = content.folder("templates")
 
 def environment() -> jinja2.Environment:
     """Templates under templates/; an undefined name is an error, never blank text.
-    The filter `tex` turns a reference formula into LaTeX (publish/mathtext.py)."""
+    The filter `tex` turns a reference formula into LaTeX (`mathtext`)."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              trim_blocks=True, lstrip_blocks=True)

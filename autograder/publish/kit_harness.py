@@ -7,7 +7,7 @@ grader's verdicts; only the launcher differs (`kit.local`: subprocess ranks,
 no walls, instead of the Linux fork server and its jails). The package is
 copied file for file: it imports only itself (relative imports), the
 standard library, torch, numpy and matplotlib, so it runs unchanged under
-another name. tests/test_package_structure.py checks that, and the build
+another name. `test_package_structure` checks that, and the build
 refuses a kit file that imports shardlab by name.
 
 Nothing that answers a question is in the package: no reference analytic

@@ -1,6 +1,6 @@
-"""The reference's plain-text formulas (reference/derivation.Worked: "P = 2 · D · F · L",
+"""The reference's plain-text formulas (`derivation.Worked`: "P = 2 · D · F · L",
 "2 ** ((2T/C − b/β) · P_unit / α)", "n_b* = sqrt(s / (w · o))") as LaTeX, so the
-solutions typeset them (publish/formats.py turns `$...$` into MathML).
+solutions typeset them (`formats` turns `$...$` into MathML).
 
 The notation is the reference's own, and small: `·`, `×`, `≥`, `⇔`, `⌈ ⌉`,
 `sqrt(...)`, `ceil(...)`, `floor(...)`, `log2(...)`, `a ** b`, subscripts

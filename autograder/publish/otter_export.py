@@ -3,7 +3,7 @@
 Pipeline, in order:
 1. one exception-based test file per question (`OK_FORMAT = False`), one
    test case per case group of each auto-graded part with the group's share
-   of its points; each case only asks the engine (autograder/platforms/otter.py, which grades the submission once);
+   of its points; each case only asks the engine (`platforms.otter`, which grades the submission once);
 2. the entry file, shipped in otter's `files/` so otter copies it into every
    submission as its one top-level `.py` file;
 3. a shardlab wheel built from this tree (no network, no build isolation),
@@ -18,7 +18,7 @@ Pipeline, in order:
    anyone but root (the student's uid in the jail must not read them even
    if it saw them), `shardlab walls` probes the jail's walls while the
    image is built, failing the build when the course requires the full
-   jail and a wall is missing (autograder/sandbox/walls.py), and `shardlab
+   jail and a wall is missing (`sandbox.walls`), and `shardlab
    warm` computes every cached expected value into the image (CACHE_DIR);
    its run_autograder gets our prelude (RUN_PRELUDE): the cache folder is
    set, and the upload is moved out of otter's submission folder before
@@ -34,8 +34,8 @@ values); a group whose cases are all hidden becomes a hidden otter case. Manual 
 (question 3 (d)) have no otter case: add them as a manual question in the
 Gradescope outline. Bonus parts are ordinary cases: otter's maximum counts
 their points, shardlab's `max_score` does not; RUN_EPILOGUE rewrites each
-question's maximum in results.json to shardlab's (platforms/otter.py,
-`finalize_results`), and `shardlab build` prints `gradescope_points(cfg)`
+question's maximum in results.json to shardlab's
+(`otter.finalize_results`), and `shardlab build` prints `gradescope_points(cfg)`
 for the outline, so a bonus earned is extra credit.
 """
 from __future__ import annotations
@@ -97,7 +97,7 @@ def setup_script(miniforge_version: str) -> str:
     answer key's files become root's alone, `shardlab walls` fails the build
     when the course requires the full jail and a wall is missing, and
     `shardlab warm` fills the cache every run then starts from. The jail needs
-    nothing from apt (autograder/sandbox/jail.py works through system calls)."""
+    nothing from apt (the `jail` works through system calls)."""
     source = f"{AUTOGRADER_DIR}/source"
     return f"""#!/usr/bin/env bash
 # The Gradescope image's set-up, written by `shardlab build` (autograder/publish/otter_export.py)
@@ -187,7 +187,7 @@ def is_hidden(cases) -> bool:
 
 def question_cases(question, cfg) -> list[OtterCase]:
     """One otter case per case group of each auto-graded part, worth the
-    group's share of the part's points (engine/plan.case_groups)."""
+    group's share of the part's points (`plan.case_groups`)."""
     out = []
     for p in question.parts:
         if p.kind != "auto":
@@ -251,7 +251,7 @@ def build_wheel(dest: Path) -> Path:
 
 def build_autograder(cfg, config_text: str, out: Path, roster_text: str | None = None) -> Path:
     """Write `out/autograder.zip` for this course config; return its path.
-    `roster_text`: the roster map the zip carries (publish/roster.roster_for_zip)."""
+    `roster_text`: the roster map the zip carries (`roster.roster_for_zip`)."""
     from otter.generate import main as otter_generate
     from otter.utils import chdir
     out.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """`shardlab build`'s documents: the handout (Markdown, HTML, notebook), the
 solutions with their figures, and the starter kit, rendered from the Jinja
-templates (publish/jinja.py) with the reference's worked derivations."""
+templates (`jinja`) with the reference's worked derivations."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,7 +17,7 @@ BUCKETS_PNG = "bench/buckets.png"   # where `shardlab bench buckets` writes its 
 
 def context(cfg, solutions: bool, figures: dict | None = None, student: dict | None = None) -> dict:
     """figures: solutions' image paths by name (None: not drawn); student:
-    {id, name, answers} for a per-student handout (publish/roster.py)."""
+    {id, name, answers} for a per-student handout (`roster`)."""
     qs = []
     for q in questions(cfg):
         qs.append(dict(
@@ -32,7 +32,7 @@ def context(cfg, solutions: bool, figures: dict | None = None, student: dict | N
     diagrams = document_figures(cfg, solutions)
 
     def figure(name: str) -> str:
-        """A diagram's Markdown image (publish/diagrams.py); empty when this document has none of that name."""
+        """A diagram's Markdown image (`diagrams`); empty when this document has none of that name."""
         if name not in diagrams:
             return ""
         path, alt, _ = diagrams[name]
@@ -42,7 +42,7 @@ def context(cfg, solutions: bool, figures: dict | None = None, student: dict | N
 
 def write_figures(cfg, out: Path, solutions: bool) -> list[Path]:
     """The document's diagrams next to it: out/figures/*.png for the handout, out/solutions-figures/*.png
-    for the solutions (publish/diagrams.figure_file)."""
+    for the solutions (`diagrams.figure_file`)."""
     written = []
     for path, _, png in document_figures(cfg, solutions).values():
         (out / path).parent.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,5 @@
 """`shardlab build --roster`: each student's own handout and blank
-answers.toml, from their variant of the course config (engine/variants.py),
+answers.toml, from their variant of the course config (`engine.variants`),
 and what the autograder zip needs to know a Gradescope user's student id
 (`roster_for_zip`)."""
 from __future__ import annotations
@@ -36,7 +36,7 @@ def read_roster(path: str | Path) -> list[Student]:
     try:
         with path.open(newline="", encoding="utf-8-sig") as fh:
             rows = list(csv.DictReader(fh))
-            header = rows and list(rows[0]) or []
+            header = list(rows[0]) if rows else []
     except (UnicodeDecodeError, csv.Error) as exc:
         raise ShardlabError(f"roster {path} is not a readable CSV: {exc}") from None
     if not rows or not set(ROSTER_COLUMNS) <= set(header):
@@ -64,7 +64,7 @@ def read_roster(path: str | Path) -> list[Student]:
 
 def roster_for_zip(cfg: CourseConfig, roster: str | Path | None) -> str | None:
     """The file the autograder zip must carry at its root
-    (engine/answer_sheet.ROSTER_FILE) for grading on Gradescope to find each
+    (`answer_sheet.ROSTER_FILE`) for grading on Gradescope to find each
     submitter's student id, or None when no file is needed: no roster, or
     Gradescope's field ([gradescope].student_id_field) already is every
     roster student's id. Otherwise it maps that field (the roster's email, or

@@ -120,15 +120,17 @@ def public_checks(cfg) -> dict[str, dict[str, list[dict]]]:
     for q in questions(cfg):
         parts = {}
         for part in filter(local_part, q.parts):
+            compare = part.compare
+            assert isinstance(compare, Compare)         # as `local_part` asked
             cases, expected = part_plan(cfg, part.id)
-            checks = []
+            checks: list[dict] = []
             for case, exp in zip(cases, expected):
                 if not case.public:
                     continue
                 for k, (call, value) in enumerate(zip(case.calls, exp)):
                     checks.append({"id": f"{part.id} {call.function} #{len(checks) + 1}", "check": dict(
                         module=call.module, function=call.function, args=call.args, expected=value,
-                        kind=part.compare.kind, rtol=part.compare.rtol, atol=part.compare.atol, note=case.note,
+                        kind=compare.kind, rtol=compare.rtol, atol=compare.atol, note=case.note,
                         mistakes=_mistakes(part, case, k, value))})
             parts[part.id] = checks
         out[str(q.number)] = parts
@@ -145,8 +147,8 @@ def kit_files(cfg, handout_md: str) -> dict[str, str | bytes]:
     checks = public_checks(cfg)
     runs = public_runs(cfg)
     modules = {f"{q.module}.py" for q in questions(cfg)}
-    files = {f"assignments/{name}": text for name, text in generated_stubs().items()
-             if name in modules or name == "__init__.py"}
+    files: dict[str, str | bytes] = {f"assignments/{name}": text for name, text in generated_stubs().items()
+                                     if name in modules or name == "__init__.py"}
     files.update(harness_files())           # tests/shardlab_local/ (the kit package) and its launchers
     files["tests/conftest.py"] = CONFTEST
     files["tests/public_cases.json"] = json.dumps(

@@ -27,7 +27,7 @@ def _enclosing(tree: ast.Module, line: int) -> list[str]:
     while True:
         for node in nodes:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
-                    and node.lineno <= line <= node.end_lineno:
+                    and node.end_lineno is not None and node.lineno <= line <= node.end_lineno:
                 names.append(node.name)
                 nodes = node.body
                 break

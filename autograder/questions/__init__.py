@@ -14,6 +14,7 @@ import importlib
 import pkgutil
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any, Callable
 
 from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.core.parts import Part
@@ -26,7 +27,7 @@ class Question:
     title: str
     template: str        # templates/questions/<template>, the handout partial
     parts: tuple[Part, ...]
-    worked: object = None  # cfg -> dict[str, Worked], the answer key's derivations
+    worked: Callable[[Any], dict[str, Any]] | None = None  # cfg -> dict[str, Worked], the answer key's derivations
     figures: tuple = ()    # its teaching figures (core.drawing.Diagram), placed by the template by name
 
 

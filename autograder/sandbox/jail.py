@@ -423,7 +423,7 @@ class Cgroup:
             _write(os.path.join(d, "cgroup.procs"), str(pid))
 
     def pids(self) -> set[int]:
-        out = set()
+        out: set[int] = set()
         for d in self.dirs.values():
             try:
                 out.update(int(p) for p in open(os.path.join(d, "cgroup.procs")).read().split())
@@ -563,6 +563,6 @@ def walls() -> Walls:
 
 def stage(root: str | Path, into: Path) -> Path:
     """A copy of the submission's assignments/ that the sandbox can read
-    (autograder/sandbox/staging.py: never follows links)."""
+    (`staging.stage`: never follows links)."""
     from shardlab.autograder.sandbox.staging import stage as stage_without_links
     return stage_without_links(Path(root), into)

@@ -1,8 +1,8 @@
 """Run student functions in a separate, walled process; get plain data back.
 
 The grader never imports student code. `run_calls` stages the submission
-(autograder/sandbox/staging.py), starts the worker (shardlab.autograder.sandbox.worker,
-forked from the zygote that has imported torch: autograder/sandbox/zygote.py)
+(`staging`), starts the worker (`sandbox.worker`,
+forked from the zygote that has imported torch: `sandbox.zygote`)
 in its own session and cgroup, sends it the calls, and watches a private
 result pipe with absolute deadlines. The worker walls itself in
 (`jail.confine`: namespaces, a private allow-listed root, no privileges)
@@ -43,7 +43,7 @@ class Limits:
 @dataclass
 class Outcome:
     """One call's result: value on success, else error (a one-line message); a gloo
-    run's `trace` is each rank's timed events (kit/tracing.py)."""
+    run's `trace` is each rank's timed events (`kit.tracing`)."""
 
     value: object = None
     error: str | None = None
@@ -127,7 +127,8 @@ def prepare(root: str, limits: Limits = Limits()) -> None:
         zygote.forget_shared()
 
 
-run_calls.prepare = prepare
+# the probe's optional start-up (`probes.StartingProbe`); ignore: mypy does not model attributes set on a function
+run_calls.prepare = prepare         # type: ignore[attr-defined]
 
 
 def _run_calls(box: Sandbox, calls: list[Call], limits: Limits) -> SandboxRun:

@@ -27,7 +27,7 @@ from pathlib import Path
 from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.sandbox.untrusted import one_line
 
-MAX_BYTES = 50 * 2**20      # what a submission may unpack to (autograder/engine/submission.py uses it too)
+MAX_BYTES = 50 * 2**20      # what a submission may unpack to (`engine.submission` uses it too)
 MAX_FILES = 1000
 MAX_DEPTH = 8               # folders below assignments/
 SKIPPED = frozenset({"__pycache__"})

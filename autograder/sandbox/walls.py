@@ -2,7 +2,7 @@
 machine has.
 
 A missing jail prerequisite (namespaces, user namespaces, cgroups) is the
-instructor's set-up, never the student's fault. autograder/sandbox/jail.py finds
+instructor's set-up, never the student's fault. The `jail` module finds
 what is missing once per process (`jail.walls()`); this module applies the
 course's choice, `[grading] require_jail` in the course config:
 

@@ -47,6 +47,7 @@ def import_student_module(module: str):
     if not os.path.isfile(path):
         raise FileNotFoundError(f"assignments/{module}.py is missing from the submission")
     spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None     # a .py file that exists has both
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
     try:
@@ -59,7 +60,7 @@ def import_student_module(module: str):
 
 def lock_down(request: dict) -> str:
     """Everything between the trusted imports and the first student import:
-    the walls (autograder/sandbox/jail.py), rlimits, import blocking. Returns where
+    the walls (`jail`), rlimits, import blocking. Returns where
     the submission is seen from inside."""
     from shardlab.autograder.sandbox import jail
     jail.confine(request["root"], keep=(0, 1, 2, request["result_fd"]), namespaces=request["namespaces"])

@@ -13,13 +13,13 @@ subprocess.Popen the callers use).
 The zygote never imports student code, the reference's answers or anything
 a grading computed, and it never runs a torch op: every child is a fresh
 fork of that clean state, so grading A then B shows B nothing of A. The
-child walls itself in exactly as before (sandbox/worker.py, ranks/main.py);
+child walls itself in exactly as before (`sandbox.worker`, `gloo.ranks.main`);
 its caller puts it in the submission's cgroup before sending it anything.
 
 Where the zygote lives: a grading starts a private one (`shared()`, on first
 use; it dies with the grader), unless the environment variable
 SHARDLAB_ZYGOTE names the socket of one already running, which is how batch
-grading (platforms/batch.py) shares one across its submissions
+grading (`platforms.batch`) shares one across its submissions
 (`serving`). The socket's folder is 0700: only the
 grader's user reaches it, and a jailed student process sees none of the
 grader's files.
@@ -47,6 +47,8 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Iterator
+from typing import cast
 
 ENV = "SHARDLAB_ZYGOTE"
 START_SECONDS = 60.0                 # the zygote's torch import, on a loaded machine
@@ -110,7 +112,7 @@ class Zygote:
             ours, theirs = socket.socketpair()
             self.proc = subprocess.Popen(
                 [sys.executable, "-I", "-m", "shardlab.autograder.sandbox.zygote"],
-                stdin=theirs, stdout=subprocess.DEVNULL, start_new_session=True, env=zygote_env())
+                stdin=theirs.fileno(), stdout=subprocess.DEVNULL, start_new_session=True, env=zygote_env())
             theirs.close()
             self.sock = ours
         self.reader = self.sock.makefile("rb")
@@ -122,6 +124,7 @@ class Zygote:
         descriptor), `extra_fds` at the same numbers in the child, in its own
         session, in `cwd` with exactly `env` and `argv` after the module's name."""
         stdin_r, stdin_w = os.pipe()
+        stdout_r: int | None
         stdout_r, stdout_w = os.pipe() if output is None else (None, os.dup(output))
         status_r, status_w = os.pipe()
         request = {"module": module, "cwd": cwd, "env": env, "targets": [0, 1, *extra_fds], "argv": list(argv)}
@@ -141,9 +144,9 @@ class Zygote:
             for fd in (stdin_r, stdout_w, status_w):
                 os.close(fd)
         if not pid:
-            for fd in (stdin_w, stdout_r, status_r):
-                if fd is not None:
-                    os.close(fd)
+            for end in (stdin_w, stdout_r, status_r):     # our ends of the pipes
+                if end is not None:
+                    os.close(end)
             raise ZygoteError(f"the zygote did not fork a {module}: {line[:200]!r}")
         return ZygoteProc(pid, os.fdopen(stdin_w, "wb"), None if stdout_r is None else os.fdopen(stdout_r, "rb"),
                           status_r)
@@ -184,14 +187,14 @@ def start(module: str, cwd: str, env: dict[str, str], pass_fds: tuple[int, ...] 
 
 
 def reference_rank(args: list[str], log) -> object:
-    """Launcher of the `fully_shard` reference's ranks (reference/fsdp2_agreement.run_group):
+    """Launcher of the `fully_shard` reference's ranks (`fsdp2_agreement.run_group`):
     a trusted rank forked from the zygote, which has imported torch already,
     its output into `log` (an open file)."""
     return start("fsdp2", "/", worker_env(), argv=tuple(args), output=log.fileno())
 
 
 @contextlib.contextmanager
-def serving():
+def serving() -> Iterator[dict[str, str]]:
     """A zygote for many graders (batch grading), for the block: yields the
     environment entry ({ENV: socket path}) to give each grader process."""
     folder = tempfile.mkdtemp(prefix="shardlab-zygote-")          # 0700: only this user
@@ -200,7 +203,8 @@ def serving():
     listener.bind(path)
     listener.listen(64)
     proc = subprocess.Popen([sys.executable, "-I", "-m", "shardlab.autograder.sandbox.zygote", "--listen"],
-                            stdin=listener, stdout=subprocess.DEVNULL, start_new_session=True, env=zygote_env())
+                            stdin=listener.fileno(), stdout=subprocess.DEVNULL, start_new_session=True,
+                            env=zygote_env())
     listener.close()
     try:
         yield {ENV: path}
@@ -309,10 +313,11 @@ def _serve(clients: list[socket.socket], listener: socket.socket | None) -> None
                 os.read(wake_r, 4096)
                 _reap(statuses)
             elif key.data == "listen":
+                assert listener is not None             # registered only when there is one
                 conn, _ = listener.accept()
                 sel.register(conn, selectors.EVENT_READ, "client")
             else:
-                conn = key.fileobj
+                conn = cast(socket.socket, key.fileobj)   # every client is registered as its socket
                 if not _answer(conn, statuses):
                     sel.unregister(conn)
                     conn.close()

@@ -1,6 +1,6 @@
 """What the distributed parts check of a run: the comparators of every part
-with probe "gloo", one module per question (fsdp.py, buckets.py, comm4d.py,
-pipeline.py), each ending with its comparators under upper-case names.
+with probe "gloo", one module per question (fsdp, buckets, comm4d,
+pipeline), each ending with its comparators under upper-case names.
 
 Each judges the list of per-rank values a scenario's `report` returns (the
 scenarios package). The question definitions use these objects, and the

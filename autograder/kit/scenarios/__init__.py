@@ -10,7 +10,7 @@ A scenario is a `Scenario` subclass registered with `@register`:
 - `student(ctx, tensors, **student_args)` runs in the rank's *student*
   process, beside student code: it builds the model, wraps it with the
   student's class, trains, and returns plain data. Its collectives go
-  through the trusted process (autograder/sandbox/gloo/ranks/proxy.py); it reports where
+  through the trusted process (`sandbox.gloo.ranks.proxy`); it reports where
   it is with `ctx.phase(...)` and `ctx.mark(...)`. Everything it returns is
   a claim, not a measurement.
 - `report(rank, result, **args)` runs in the trusted process again: it
@@ -43,7 +43,7 @@ class RankContext:
 
     rank: int
     world_size: int
-    tracer: Any                                   # autograder.sandbox.gloo.ranks.tracing.Tracer
+    tracer: Any                                   # a `tracing.Tracer`
     marks: list[dict] = field(default_factory=list)   # the student's marks, with the collective count then
     memo: dict = field(default_factory=dict)      # prepare -> report
 
@@ -69,15 +69,18 @@ class StudentContext:
 
 
 class Scenario:
+    """Each subclass names the arguments it takes: `*_: Any, **args: Any` here
+    lets an override take any (the halves are called with keywords only)."""
+
     name = ""
 
-    def prepare(self, rank: RankContext, **args) -> tuple[dict, dict]:
+    def prepare(self, rank: RankContext, *_: Any, **args: Any) -> tuple[dict, dict]:
         return args, {}
 
-    def student(self, ctx: StudentContext, tensors: dict, **args) -> Any:
+    def student(self, ctx: StudentContext, tensors: dict, *_: Any, **args: Any) -> Any:
         raise NotImplementedError
 
-    def report(self, rank: RankContext, result: Any, **args) -> Any:
+    def report(self, rank: RankContext, result: Any, *_: Any, **args: Any) -> Any:
         return result
 
 

@@ -1,5 +1,5 @@
 """Question 3's scenario: the reference 2D-sharded forward of one block on an
-X x Y mesh (autograder/kit/comm4d_mesh.py) runs in the ranks' trusted processes,
+X x Y mesh (`comm4d_mesh`) runs in the ranks' trusted processes,
 traced; the student's process only answers block_collective_bytes for the
 same shapes. Returns, per rank, the measured volume of each collective,
 whether each ran on its mesh axis, whether the sharded output equals the

@@ -55,7 +55,9 @@ def stored_elements(root: object, limit: int = 200_000) -> int:
     """Elements of every tensor storage reachable from `root`, each storage
     once (a view keeps its whole storage alive); not following Python
     modules, classes or `.grad`."""
-    seen, storages, stack = set(), {}, [root]
+    seen: set[int] = set()
+    storages: dict[int, int] = {}
+    stack = [root]
     while stack and len(seen) < limit:
         obj = stack.pop()
         if id(obj) in seen or isinstance(obj, _SKIP):
@@ -118,7 +120,8 @@ class FsdpTrain(Scenario):
         for k in range(steps):
             per_step.append([[e["op"], e["phase"].split()[1], e["bytes"], e["async"], e["seq"]]
                              for e in rank.tracer.collectives() if e["phase"].split()[0] == str(k)])
-        units, step = [[] for _ in range(steps)], -1
+        units: list[list[list]] = [[] for _ in range(steps)]
+        step = -1
         for m in rank.marks:
             if m["kind"] == "step":
                 step = m.get("k", -1)

@@ -1,12 +1,12 @@
 """Question 5's scenario: train the FFN stack with the student's OneFOneBPipeline.
 
 Rank r holds stage r of p: the blocks `stage_blocks(r, p)` of the course's
-toy FFN model (autograder/kit/toy_models.py), starting from weights drawn from
+toy FFN model (`toy_models`), starting from weights drawn from
 the grading's secret seed, and only those. Only stage 0 is given the
 mini-batch's inputs and only the last stage its targets (every other stage
 gets zeros of their shapes), so activations and gradients can cross stages
 only by the point-to-point ops the trusted processes perform and trace
-(autograder/sandbox/gloo/ranks/p2p.py). Returns, per rank:
+(`sandbox.gloo.ranks.p2p`). Returns, per rank:
 
 - "stage", "num_stages": the rank's place (the trusted process's, not a claim);
 - "state": the stage's weights after training, named as in the whole model
@@ -20,7 +20,7 @@ only by the point-to-point ops the trusted processes perform and trace
   collective; "saved": the peak number of micro-batches whose activations
   the stage's autograd graphs held during the step, counted in the
   student's process by saved-tensor hooks the harness wraps around `step`
-  (a claim: docs/trust.md; kit/checks/__init__.py also derives the schedule's
+  (a claim: docs/trust.md; `checks.pipeline.in_flight` also derives the schedule's
   own in-flight count from "p2p", which is trusted).
 
 The student's `step(inputs, targets, loss_fn)` (docs/spec.md, Task 5.9)

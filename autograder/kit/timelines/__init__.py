@@ -3,11 +3,11 @@
 A part that is drawn says so in its definition (`Part.drawn`, a `Drawn`):
 the files' stem, the step kept and the kind of drawing. There are two kinds:
 
-- "overlap" (overlap.py): each rank's compute against its collectives; for
+- "overlap" (`overlap`): each rank's compute against its collectives; for
   DDP an all-reduce that starts before the last gradient is produced
   overlaps backward, for FSDP an all-gather issued during the previous
   unit's forward is a prefetch;
-- "pipeline" (pipeline.py): each stage's forwards and backwards in the
+- "pipeline" (`pipeline`): each stage's forwards and backwards in the
   order its messages went out, beside 1F1B's order.
 
 The same drawing is made in two places, from the same run of the part's
@@ -35,7 +35,7 @@ class Drawn(NamedTuple):
 
     stem: str         # the files' name: <stem>.png, <stem>.trace.json
     step: str         # the step drawn: a DDP or pipeline phase ("step 2") or an FSDP step index ("1")
-    kind: str         # "overlap" (overlap.py) or "pipeline" (pipeline.py)
+    kind: str         # "overlap" (`overlap`) or "pipeline" (`pipeline`)
 
 
 def ideal_of(kind: str, expected) -> list[str] | None:
@@ -47,13 +47,17 @@ def ideal_of(kind: str, expected) -> list[str] | None:
 
 def summary(kind: str, events: list[list[dict]], ideal: list[str] | None) -> str:
     """The drawing's one line: what overlaps, or each stage's order against 1F1B's."""
-    return pipeline_summary(events, ideal) if kind == "pipeline" else overlap_summary(events)
+    if kind == "pipeline":
+        assert ideal is not None                    # `ideal_of` gives a pipeline its 1F1B orders
+        return pipeline_summary(events, ideal)
+    return overlap_summary(events)
 
 
 def write_drawing(kind: str, events: list[list[dict]], ideal: list[str] | None, folder, stem: str,
                   title: str) -> tuple[Path, Path]:
     """Write <stem>.png and <stem>.trace.json under `folder`; return their paths."""
     if kind == "pipeline":
+        assert ideal is not None                    # as in `summary`
         return write_pipeline_timeline(events, ideal, folder, stem, title)
     return write_timeline(events, folder, stem, title)
 

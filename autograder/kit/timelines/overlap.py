@@ -28,6 +28,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:                       # matplotlib is imported when a figure is drawn, not before
+    from matplotlib.artist import Artist
 
 COLORS = {"forward": "#8fb0dc", "backward": "#4c72b0"}      # compute; any other compute is OTHER
 OTHER, ASYNC, BLOCKING, EXPOSED, SHADE = "#c4c4c4", "#dd8452", "#8172b3", "#c44e52", "#e8eef6"
@@ -66,7 +70,7 @@ def step_window(ranks: list[list[dict]], step: str) -> list[list[dict]]:
     after the step, when there is one: it marks where the step ended."""
     def ours(name) -> bool:
         return name == step or (isinstance(name, str) and name.startswith(step + " "))
-    out = []
+    out: list[list[dict]] = []
     for events in ranks:
         events = sorted(events, key=_t)
         mine = [e for e in events if e["kind"] == "phase" and ours(e["name"])]
@@ -119,7 +123,8 @@ def comm_spans(events: list[dict]) -> list[dict]:
     "finished" (False: never seen to finish, so drawn to the last event of the
     list) and "track": the first row of the communication lane free when it
     starts (0 unless earlier collectives are still in flight)."""
-    spans, free = [], []                      # free[k]: when track k is free again
+    spans: list[dict] = []
+    free: list[float] = []                    # free[k]: when track k is free again
     for e in sorted((e for e in events if e["kind"] == "collective"), key=_t):
         end = e["end"] if e.get("end") is not None else max(_last(events), e["start"])
         track = next((k for k, t in enumerate(free) if t <= e["start"]), len(free))
@@ -277,7 +282,7 @@ def draw(ranks: list[list[dict]], path, title: str, subtitle: str = "") -> None:
     axes = fig.subplots(len(ranks), 1, sharex=True, squeeze=False, gridspec_kw={"height_ratios": rows})[:, 0]
     fig.subplots_adjust(left=0.16, right=0.98, top=1 - head / height, bottom=0.6 / height,
                         hspace=0.5 / (0.32 * sum(rows) / len(ranks)))
-    handles = {}
+    handles: dict[str, Artist] = {}
     for rank, (ax, events) in enumerate(zip(axes, ranks)):
         _draw_rank(ax, rank, events, rows[rank], ms, span)
         found, labels = ax.get_legend_handles_labels()

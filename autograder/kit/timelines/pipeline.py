@@ -1,7 +1,7 @@
 """Pipeline schedules drawn stage by stage: the handout's ideal GPipe and 1F1B
-(questions/pipeline/figures.py) and, in a student's feedback and the starter
-kit, their own traced order beside 1F1B (kit/timelines/__init__.py). The
-starter kit ships this file.
+(the pipeline question's figures) and, in a student's feedback and the starter
+kit, their own traced order beside 1F1B (the `timelines` package). The
+starter kit ships this module.
 
 A schedule is each stage's order of work as letters, "F" a forward and "B"
 a backward of one micro-batch ("FFBFBFBB": stage 0 of 2 under 1F1B with 4
@@ -14,7 +14,7 @@ micro-batch, a backward the next stage's backward, or on the last stage its
 own forward).
 
 A traced order is read off the trusted trace of the run's point-to-point
-ops by the grader's own rule (engine/run_checks.schedule): a forward ends
+ops by the grader's own rule (`checks.pipeline.schedule`): a forward ends
 with its send to the next stage, a backward with its send to the previous
 one; where a stage has no such send, the wait for its input marks the op.
 The drawing therefore shows the order the stages' messages went out in,
@@ -24,6 +24,7 @@ a toy model on CPU (those are in the Chrome trace written beside it).
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,6 +68,7 @@ def layout(orders: list[str], t_f: float = 1.0, t_b: float = 2.0) -> list[Op]:
     numbered = [_numbered(order) for order in orders]
     done: dict[tuple[int, str, int], float] = {}
     free, nxt = [0.0] * p, [0] * p
+    needs: tuple[int, str, int] | None                  # the op this one waits for: none for stage 0's forwards
     while any(nxt[s] < len(numbered[s]) for s in range(p)):
         progressed = False
         for s in range(p):
@@ -109,7 +111,7 @@ def peak_inflight(ops: list[Op], stage: int) -> int:
 
 
 def draw_panel(ax, ops: list[Op], p: int, length: float, title: str, width_pt: float,
-               notes: list[tuple[str, str]] = ()) -> None:
+               notes: Sequence[tuple[str, str]] = ()) -> None:
     """One schedule on `ax`: a row per stage (stage 0 on top), idle time grey
     to `length`, each forward and backward a bar labelled with its micro-batch
     when every label of its kind fits (`width_pt`: the panel's width in
@@ -137,7 +139,7 @@ def draw_panel(ax, ops: list[Op], p: int, length: float, title: str, width_pt: f
 def traced_orders(ranks: list[list[dict]]) -> list[str]:
     """Each stage's order ("F"/"B" letters) in one step's trace: rank r is
     stage r; its point-to-point events (those naming a "peer") in the rows
-    engine/run_checks.schedule reads."""
+    `checks.pipeline.schedule` reads."""
     rows = [[["send" if "send" in e["op"] else "recv", e["peer"], e.get("bytes"), e["seq"], e.get("waited")]
              for e in events if e.get("kind") == "collective" and "peer" in e] for events in ranks]
     return [order_from_p2p(stage, len(ranks), r) for stage, r in enumerate(rows)]
@@ -208,7 +210,7 @@ def draw_traced(ranks: list[list[dict]], ideal: list[str], path, title: str) -> 
 def write_pipeline_timeline(ranks: list[list[dict]], ideal: list[str], folder, stem: str,
                             title: str) -> tuple[Path, Path]:
     """Write <stem>.png (`draw_traced`) and <stem>.trace.json (the measured
-    point-to-point ops, publish/timeline.chrome_trace) under `folder`."""
+    point-to-point ops, `overlap.chrome_trace`) under `folder`."""
     import json
 
     from .overlap import chrome_trace

@@ -2,7 +2,7 @@
 
 4.1-4.4 are plain function calls; 4.5-4.7 run the student's BucketedDDP in
 gloo worker groups of 2 and 3 ranks (probe "gloo", scenario "ddp_train" in
-autograder/kit/scenarios/buckets.py). The three distributed parts ask for the
+`kit.scenarios.buckets`). The three distributed parts ask for the
 same runs, which the probe executes once each, and judge different parts of
 the result: the final weights, the traced all-reduces, their timing.
 """
@@ -40,7 +40,8 @@ def _layout_args(cfg, rng):
 
 
 def _forward_fill(param_bytes, bucket_bytes):
-    buckets, filled = [], 0
+    buckets: list[list[int]] = []
+    filled = 0
     for i, b in enumerate(param_bytes):
         if not buckets or filled + b > bucket_bytes:
             buckets.append([])
@@ -103,7 +104,7 @@ def _ddp_cases(cfg, rng, multi_bucket_only=False):
 @lru_cache(maxsize=None)
 def _param_bytes(model: str) -> list[int]:
     """Bytes of each trainable parameter of a toy model, read once per machine
-    (reference/cache.py): building the model imports torch, seconds that would stand
+    (`reference.cache`): building the model imports torch, seconds that would stand
     before every grading's first run, since the cases' notes count buckets."""
     def measure() -> list[int]:
         from shardlab.autograder.kit.toy_models import build_model, trainable_bytes
@@ -135,7 +136,7 @@ def _ddp_part(id, title, points, compare, expect, description, multi_bucket_only
                 drawn=drawn)
 
 
-def _args(case):
+def _args(case) -> tuple[str, float]:
     a = case.calls[0].args
     return a["model"], a["bucket_size_mb"] * MiB
 

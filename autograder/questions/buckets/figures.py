@@ -2,7 +2,7 @@
 its transfer) starting when its gradients are ready, what is left after backward exposed; and
 (solutions only) the overhead n_b·o + s/(n_b·w) against n_b, with the reference's optimum.
 
-Schematic for students, to scale for the solutions (core/drawing.py).
+Schematic for students, to scale for the solutions (`core.drawing`).
 """
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def _draw_ddp(cfg, to_scale: bool):
     ax.axvspan(end * scale, span, color=EXPOSED, alpha=0.13, lw=0)
     ax.annotate("", (end * scale, 1.55), (span, 1.55), arrowprops=dict(arrowstyle="<|-|>", color=EXPOSED, lw=1.4),
                 annotation_clip=False)
-    text = (f"exposed: {exposed * 1e3:.4g} ms" if to_scale else "exposed after backward")
+    text = (f"exposed: {exposed * 1e3:.4g} ms" if exposed is not None else "exposed after backward")
     ax.text((end * scale + span) / 2, 1.68, text, ha="center", va="bottom", fontsize=9, color=EXPOSED,
             fontweight="bold")
     ax.set_ylim(-0.6, 1.95)

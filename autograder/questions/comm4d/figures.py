@@ -1,7 +1,7 @@
 """Question 3's figure: the X × Y mesh, one X group and one Y group outlined, and the collectives
 of one block on the axis each runs over.
 
-Schematic for students, to scale for the solutions (core/drawing.py).
+Schematic for students, to scale for the solutions (`core.drawing`).
 """
 from __future__ import annotations
 

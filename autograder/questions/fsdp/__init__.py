@@ -2,7 +2,7 @@
 
 2.1-2.6 are the alpha-beta model of one FSDP unit (plain function calls);
 2.7-2.11 train the student's FSDP on 2 and 3 gloo ranks (probe "gloo",
-scenario "fsdp_train" in autograder/kit/scenarios/fsdp.py) and judge
+scenario "fsdp_train" in `kit.scenarios.fsdp`) and judge
 different parts of the same runs: the weights, what each rank stores, the
 collectives, agreement with PyTorch's fully_shard, and prefetching.
 """

@@ -1,7 +1,7 @@
 """Question 2's figure: one unit's forward against the next unit's all-gather; when the gather
 takes longer, every forward waits (the exposed gap).
 
-Schematic for students, to scale for the solutions (core/drawing.py).
+Schematic for students, to scale for the solutions (`core.drawing`).
 """
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ from shardlab.reference import fsdp as ref
 def fsdp_schedule(forward: float, gather: float, units: int = 4):
     """(gathers, forwards, gaps): unit i+1's all-gather starts with unit i's forward (one link, one
     gather at a time); a forward starts when its unit is gathered and the previous forward is done."""
-    gathers, forwards, gaps = [(0.0, gather)], [], []
+    gathers = [(0.0, gather)]
+    forwards: list[tuple[float, float]] = []
+    gaps: list[tuple[float, float]] = []
     for i in range(units):
         ready = gathers[i][0] + gathers[i][1]
         start = max(ready, forwards[-1][0] + forwards[-1][1] if forwards else 0.0)

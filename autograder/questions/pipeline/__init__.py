@@ -22,7 +22,7 @@ COURSE = "the course pipeline"     # hidden: its values are the solutions' answe
 
 
 def _course(cfg):
-    """The course's p, m, T_mb, v and t_f (reference/pipeline.worked)."""
+    """The course's p, m, T_mb, v and t_f (`reference.pipeline.worked`)."""
     pipe = cfg.pipeline
     t_f = ref.worked(cfg)["t_f"].value
     return pipe.stages, pipe.microbatches, pipe.tokens_per_microbatch, pipe.chunks, t_f
@@ -213,7 +213,7 @@ ANALYTIC_PARTS = PARTS
 
 # ---- the distributed part (Task 5.9) ----
 # 5.9-5.11 train the student's OneFOneBPipeline on 2 and 4 gloo ranks (probe "gloo", scenario
-# "pipeline_train" in autograder/kit/scenarios/pipeline.py) and judge the same runs
+# "pipeline_train" in `kit.scenarios.pipeline`) and judge the same runs
 # three ways: the weights, the traced point-to-point schedule and bytes, the micro-batches in flight.
 # Every expected value is one entry per rank (stage).
 from shardlab.autograder.core.parts import Call, Case, Misconception, Part  # noqa: E402

@@ -1,15 +1,15 @@
 """The pipeline schedules of question 5 as a figure: GPipe ("afab") above
 1F1B, one row per stage, each micro-batch's forward and backward a bar.
 
-The orders are the reference's (reference/pipeline_schedule.py: GPipe runs
+The orders are the reference's (`pipeline_schedule`: GPipe runs
 every forward, then every backward; 1F1B runs p - s - 1 warm-up forwards on
 stage s, then one forward and one backward in turn, then the remaining
-backwards), timed by publish/pipeline_timeline.layout as an ideal pipeline
+backwards), timed by `kit.timelines.pipeline.layout` as an ideal pipeline
 runs them (no communication time, every forward t_f and every backward
-t_b). `draw` is registered in publish/diagrams.py (`pipeline_schedules`):
+t_b). The figure is the `Diagram` "pipeline_schedules" in FIGURES:
 schematic for students (p = 4, m = 8, no time axis), to scale for the
 solutions (the course's p and m, t_f in seconds). A student's own traced
-order is drawn the same way beside 1F1B (pipeline_timeline.draw_traced).
+order is drawn the same way beside 1F1B (`timelines.pipeline.draw_traced`).
 """
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
 """The grader's side of the gloo harness: the fork server and worker groups.
-(autograder/sandbox/gloo/launch.py runs them for the grading engine.)
+(`gloo.launch` runs them for the grading engine.)
 
 One fork server per submission (forked from the zygote, which has imported
-torch: autograder/sandbox/zygote.py; nothing else runs in it), in the
+torch and nothing else runs in it), in the
 submission's sandbox (`sandbox.Sandbox`: the staged copy and a cgroup
 killed whole at the end); per world size one worker group of ranks
 forked from it, reused by every scenario of that submission. Each rank is a
-trusted process plus the student's walled-in process (autograder/sandbox/gloo/ranks/main.py,
+trusted process plus the student's walled-in process (`ranks.main`,
 docs/trust.md). The trusted processes rendezvous through a FileStore in a
 fresh temp dir that only the grader can enter (no ports; a stale store file
 can hang a rank, so a dir is never reused) and talk to the grader over a
@@ -21,7 +21,7 @@ rank, a timeout, a rank that died) costs the group: the caller kills it and
 asks for a fresh one, unless every rank failed before its first collective.
 
 Use: `ForkServer(root, limits, gloo).spawn(N).run(call, seconds)`, where
-`call` names a scenario of autograder/sandbox/gloo/ranks/scenarios/ and its args.
+`call` names a scenario of `kit.scenarios` and its args.
 """
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from shardlab.autograder.core.phases import phase
 from shardlab.autograder.core.parts import Call
@@ -77,7 +78,7 @@ def _lines(sock: socket.socket, buffer: bytearray) -> list[dict] | None:
 
 
 class ForkServer:
-    """`modules`: extra scenario modules to load (grading loads only autograder/sandbox/gloo/ranks/scenarios/)."""
+    """`modules`: extra scenario modules to load (grading loads only `kit.scenarios`)."""
 
     def __init__(self, root: str, limits: Limits, gloo: GlooLimits = GLOO, modules: tuple[str, ...] = ()):
         self.limits, self.gloo = limits, gloo
@@ -196,13 +197,20 @@ class WorkerGroup:
                 stuck = f" (stuck in {self.where[rank]})" if self.where[rank] else ""
                 raise GroupError(f"rank {rank} did not join the process group{stuck}: {msgs.get(rank)}")
 
-    def _collect(self, deadline: float, pending: set[int], want: str) -> dict[int, object]:
+    def _sock(self, rank: int) -> socket.socket:
+        """The rank's connection: there from `_connect` until `kill`."""
+        sock = self.socks[rank]
+        assert sock is not None
+        return sock
+
+    def _collect(self, deadline: float, pending: set[int], want: str) -> dict[int, Any]:
         """Messages of kind `want` (or 'error'/'died') from the pending ranks
-        until the deadline, which no message extends."""
-        got: dict[int, object] = {}
+        until the deadline, which no message extends: the "ready" value, else
+        (kind, ...) tuples."""
+        got: dict[int, Any] = {}
         sel = selectors.DefaultSelector()
         for r in pending:
-            sel.register(self.socks[r], selectors.EVENT_READ, r)
+            sel.register(self._sock(r), selectors.EVENT_READ, r)
         try:
             while pending and time.monotonic() < deadline:
                 events = sel.select(max(0.0, deadline - time.monotonic()))
@@ -249,8 +257,8 @@ class WorkerGroup:
         self.where = [None] * self.world_size
         self.last = [None] * self.world_size
         try:
-            for s in self.socks:
-                s.sendall(request)
+            for r in range(self.world_size):
+                self._sock(r).sendall(request)
         except OSError:
             return Outcome(error="a gloo rank ended its process before the scenario started"), "died"
         got = self._collect(time.monotonic() + seconds, set(range(self.world_size)), "result")

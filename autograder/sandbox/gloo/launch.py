@@ -1,8 +1,8 @@
-"""The `gloo` probe of the grading engine (engine/probes.py, PROBES).
+"""The `gloo` probe of the grading engine (`probes.PROBES`).
 
 A distributed part is a Part with probe="gloo" whose cases are
 Call(<student module>, <scenario name>, {"world_size": N, ...}); the scenario
-(autograder/sandbox/gloo/ranks/scenarios/) runs on every rank and the part's comparator
+(the `kit.scenarios` package) runs on every rank and the part's comparator
 gets the list of the ranks' values. `run_gloo` runs all such calls of one
 submission: one fork server, one worker group per world size reused by
 every call, identical calls (several parts judging the same run) once.
@@ -74,7 +74,8 @@ def run_gloo(root: str, calls: list[Call], limits: Limits = Limits(), gloo: Gloo
     restarts = [0]
 
     def run_size(world_size: int, keys: list[str]) -> None:
-        group, given_up = None, {}
+        group = None
+        given_up: dict[str, str] = {}           # scenario -> "hung" / "ended a rank"
         lane = f"gloo {world_size} ranks"
         try:
             for key in keys:
@@ -118,5 +119,7 @@ def run_gloo(root: str, calls: list[Call], limits: Limits = Limits(), gloo: Gloo
                       output_bytes=server.printed[0], restarts=restarts[0])
 
 
-run_gloo.prepare = prepare
-run_gloo.traces = True
+# the probe's optional attributes (`probes.StartingProbe`, `probes.TracingProbe`);
+# ignore: mypy does not model attributes set on a function
+run_gloo.prepare = prepare          # type: ignore[attr-defined]
+run_gloo.traces = True              # type: ignore[attr-defined]

@@ -13,6 +13,7 @@ import json
 import socket
 import struct
 import threading
+from typing import overload
 
 import torch
 
@@ -20,8 +21,10 @@ FRAME = struct.Struct("!II")
 MAX_HEADER_BYTES = 1 << 20
 MAX_PAYLOAD_BYTES = 1 << 28          # 256 MiB: the bucket benchmark moves tens of MB
 
-DTYPES = {str(d): d for d in (torch.float32, torch.float64, torch.float16, torch.bfloat16,
-                              torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)}
+# keyed by str(dtype); looked up with whatever a frame header holds (None when it holds nothing)
+DTYPES: dict[object, torch.dtype] = {
+    str(d): d for d in (torch.float32, torch.float64, torch.float16, torch.bfloat16,
+                        torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)}
 
 
 class ProtocolError(Exception):
@@ -58,6 +61,12 @@ class Channel:
             raise ProtocolError("a frame header is not an object")
         return header, self._exactly(payload_len) if payload_len else bytearray()
 
+    @overload
+    def _exactly(self, n: int) -> bytearray: ...
+
+    @overload
+    def _exactly(self, n: int, eof_ok: bool) -> bytearray | None: ...
+
     def _exactly(self, n: int, eof_ok: bool = False) -> bytearray | None:
         buf = bytearray(n)
         view, got = memoryview(buf), 0
@@ -76,7 +85,8 @@ class Channel:
 
 def tensor_bytes(t: torch.Tensor) -> memoryview:
     flat = t.detach().contiguous().reshape(-1)
-    return memoryview(flat.view(torch.uint8).numpy()) if flat.numel() else memoryview(b"")
+    # ignore: numpy's stubs give ndarray `__buffer__` on Python 3.12+ only; it has the buffer protocol on 3.11 too
+    return memoryview(flat.view(torch.uint8).numpy()) if flat.numel() else memoryview(b"")  # type: ignore[arg-type]
 
 
 def describe(t: torch.Tensor) -> dict:

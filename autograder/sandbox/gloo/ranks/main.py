@@ -1,14 +1,14 @@
 """The fork server, and the two processes of every rank it forks.
 
-The grader starts the fork server (a fork of the zygote, autograder/sandbox/zygote.py,
+The grader starts the fork server (a fork of the zygote, `sandbox.zygote`,
 or `python -I -m shardlab.autograder.sandbox.gloo.ranks.main`) in its own session
 and cgroup. The fork server imports torch and the scenarios (`preload`), runs no torch
 op (forking after torch has started its thread pools can hang a child), and
 forks the ranks of each worker group on request, in milliseconds, sharing
 torch's pages. Each rank is two processes:
 
-    rank r (trusted: autograder/sandbox/gloo/ranks/trusted.py)    -- gloo, the trace, the grader's socket
-      └─ its student process (walled in: autograder/sandbox/jail.py)  -- student code, no network
+    rank r (trusted: `ranks.trusted`)             -- gloo, the trace, the grader's socket
+      └─ its student process (walled in: `jail`)  -- student code, no network
 
 The student process is forked first, before gloo starts, and walls itself in
 before it imports any student code; it talks only to its rank's trusted
@@ -22,11 +22,11 @@ process, over a socketpair. Protocol with the grader, all JSON lines:
   group id).
 - each trusted rank connects to the group's Unix socket (in a folder only
   the grader can enter) and sends {"hello": rank}, then {"ready": true} once
-  the process group is up, then per scenario (autograder/sandbox/gloo/ranks/trusted.py).
+  the process group is up, then per scenario (`ranks.trusted`).
 
 Trusted ranks die with the fork server (PR_SET_PDEATHSIG), which dies with
-its parent (the zygote, autograder/sandbox/zygote.py, or the grader) and
-ends when the grader closes its stdin; student processes die with their rank (autograder/sandbox/jail.py) and
+its parent (the zygote or the grader) and
+ends when the grader closes its stdin; student processes die with their rank (`jail`) and
 with the sandbox's cgroup. Student output goes to the server's stdout, which
 the grader caps.
 """
@@ -92,8 +92,8 @@ def _student_main(spec: dict, rank: int, sock: socket.socket) -> None:
     proxy = Proxy(Channel(sock), rank, spec["world_size"])
     proxy.install()
     # Only harness code of the grader is in this process's memory (the scenarios,
-    # reference.toy_models and reference.comm4d_mesh: models and a mesh forward,
-    # no answers; tests/test_attacks_gloo.py checks). Unlisting it keeps student
+    # kit.toy_models and kit.comm4d_mesh: models and a mesh forward,
+    # no answers; `test_attacks_gloo` checks). Unlisting it keeps student
     # imports from reaching it by name.
     for name in list(sys.modules):
         if name.split(".")[0] == "shardlab":
@@ -186,8 +186,8 @@ def _fork_rank(spec: dict, rank: int, leader: int) -> int:
 
 
 def preload() -> None:
-    """Everything a rank needs, imported once before any fork (the zygote,
-    autograder/sandbox/zygote.py, calls this too): torch, the student side
+    """Everything a rank needs, imported once before any fork (the zygote
+    calls this too): torch, the student side
     (loaded before any wall goes up), the trusted side, the scenarios, and
     the jail's path lists (found once, inherited by every rank)."""
     import torch  # noqa: F401 - loaded once here, shared by every forked rank
@@ -218,6 +218,7 @@ def _first_calls() -> None:
         out.backward(torch.ones_like(out))   # a backward from a given gradient (a pipeline stage's) imports sympy
         with torch.no_grad():
             for p in model.parameters():
+                assert p.grad is not None           # every parameter is in the loss
                 p.add_(p.grad, alpha=-0.1)
                 torch.cat([p.flatten(), p.grad.flatten()]).chunk(2)
 

@@ -1,10 +1,10 @@
 """Point-to-point operations (send, recv and their async forms), trusted side.
 
 The student's process asks for them like any collective
-(autograder/sandbox/gloo/ranks/proxy.py): {"op": "isend" | "irecv", "id",
+(`ranks.proxy`): {"op": "isend" | "irecv", "id",
 "peer", "tag"} with the tensor to send, or the dtype and shape of the buffer
 to receive into ("recv"). This process starts the real gloo `isend`/`irecv`
-through the traced functions (autograder/kit/tracing.py: each
+through the traced functions (`kit.tracing`: each
 op recorded with its peer, bytes, phase and times) and does not answer yet:
 the student's process answers for itself when it waits ({"wait": id}), and
 only then does this process wait for the op (its status naming the op and

@@ -1,5 +1,5 @@
 """torch.distributed as the student's process sees it: every collective is
-carried out by the rank's trusted process (autograder/sandbox/gloo/ranks/trusted.py).
+carried out by the rank's trusted process (`ranks.trusted`).
 
 The student's process has no gloo connection and no network. `Proxy.install()`
 replaces the public collectives of `torch.distributed` (both namespaces
@@ -14,7 +14,7 @@ ranks, records it, and sends the result back. Semantics follow torch's:
 - point-to-point ops (`send`, `recv`, `isend`, `irecv`, `P2POp` with
   `batch_isend_irecv`) name their peer (no receive from any source) and a
   tag from 0 to 7; the trusted process starts them at once and waits for
-  them when the student's process waits (autograder/sandbox/gloo/ranks/p2p.py), so a
+  them when the student's process waits (`ranks.p2p`), so a
   blocking `send` waits for its matching recv as with gloo itself. A recv's
   data is written into its tensor when its wait returns; `is_completed()` of
   a point-to-point op waits for it (a poll would spin until the deadline);

@@ -2,17 +2,17 @@
 real gloo group, records them, and runs the trusted halves of scenarios.
 
 Student code never runs here. The student's process (forked before gloo
-starts, then walled in by autograder/sandbox/jail.py) asks for collectives over a
-socketpair (autograder/sandbox/gloo/ranks/proxy.py); this process checks each request,
+starts, then walled in by the `jail`) asks for collectives over a
+socketpair (`ranks.proxy`); this process checks each request,
 performs it with the other ranks through the traced torch.distributed
-functions (autograder/kit/tracing.py), and sends the result back. The
+functions (`kit.tracing`), and sends the result back. The
 trace, the order of the student's marks relative to it, and every
 expected value are therefore out of the student's reach.
 
 Per scenario (`serve_run`): `prepare` (trusted: the rank's own data and
 weights), then the student half in the student's process, then `report`
 (trusted). Point-to-point ops are started when asked for and waited for when
-the student's process waits (autograder/sandbox/gloo/ranks/p2p.py).
+the student's process waits (`ranks.p2p`).
 Messages to the grader: {"at": label|null} while blocked in a collective,
 then {"result": value} (with "events", the run's trace, when the run asked
 for it: `traced`), {"error": text, "collectives": n} or {"died": true} when
@@ -64,9 +64,11 @@ def perform(header: dict, payload: bytearray, world_size: int) -> torch.Tensor |
     """One collective, on the real group, through the traced functions."""
     op, is_async = header.get("op"), bool(header.get("async"))
     t = tensor_from(header, payload) if "dtype" in header else None
-    if op != "barrier" and t is None:
+    if op == "barrier":
+        work, result = dist.barrier(async_op=is_async), None
+    elif t is None:
         raise CollectiveRequestError(f"{op} without a tensor")
-    if op == "all_reduce":
+    elif op == "all_reduce":
         work, result = dist.all_reduce(t, op=_reduce(header.get("reduce", "SUM")), async_op=is_async), t
     elif op == "broadcast":
         src = header.get("src")
@@ -93,8 +95,6 @@ def perform(header: dict, payload: bytearray, world_size: int) -> torch.Tensor |
         else:
             work = dist.reduce_scatter(result, list(t.reshape(-1).chunk(world_size)), op=reduce,
                                        async_op=is_async)
-    elif op == "barrier":
-        work, result = dist.barrier(async_op=is_async), None
     else:
         raise CollectiveRequestError(f"{str(op)[:40]!r} is not a collective this group performs")
     if work is not None:
@@ -104,7 +104,7 @@ def perform(header: dict, payload: bytearray, world_size: int) -> torch.Tensor |
 
 def traced(run: dict, tracer: Tracer, ctx: RankContext) -> dict:
     """{"events": the run's timed trace} when the grader asked for it (`run["trace"]`,
-    the runs its feedback draws: kit/timelines/feedback.py), else {}. Every event is a
+    the runs its feedback draws: `kit.timelines`), else {}. Every event is a
     plain dict this process wrote: collective times measured here; phase,
     gradient and unit marks filed by `record_mark` when the student's process
     sent them (typed and cut to size there). A flood of events is no timeline."""
@@ -129,9 +129,9 @@ def serve_run(run: dict, student: Channel, to_grader: Callable[..., None], trace
     except Exception as exc:  # noqa: BLE001 - trusted code failed: the grader's problem
         text = explain(exc) or f"{type(exc).__name__}: {exc}"
         return failed(f"the grader's own part of {run['scenario']} failed: {text}", internal=True)
-    metas, payload = pack_tensors(tensors)
+    metas, packed = pack_tensors(tensors)
     student.send({"run": {"scenario": run["scenario"], "module": run["module"], "args": student_args,
-                          "tensors": metas}}, payload)
+                          "tensors": metas}}, packed)
     marks = 0
     while True:
         try:

@@ -1,6 +1,6 @@
 """The bucket experiment's rank side: two scenarios, loaded only by the
-benchmark's local ranks (kit/local.py; never while grading). The
-starter kit ships this file, so it imports nothing that answers a question:
+benchmark's local ranks (`local`; never while grading). The
+starter kit ships this module, so it imports nothing that answers a question:
 the BucketedDDP it times is always the one in `root`/assignments/buckets.py
 (the student's in the kit; the course solutions for `shardlab bench buckets`).
 
@@ -31,7 +31,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from . import Scenario, register
+from .scenarios import Scenario, register
 
 WARMUP_CALLS = 2          # first calls pay for allocation, gloo's buffers, autograd's graph set-up
 

@@ -1,4 +1,4 @@
-"""The bucket experiment's arithmetic (the timed runs are tests/test_bench_buckets_command.py)."""
+"""The bucket experiment's arithmetic (the timed runs are tests/test_kit_bucket_experiment_command.py)."""
 import math
 
 import pytest
