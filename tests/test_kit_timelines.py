@@ -7,7 +7,7 @@ import json
 import pytest
 
 from shardlab.autograder.selfcheck import assembled, fixtures, folder_of
-from shardlab.autograder.kit.timelines import draw_timelines
+from shardlab.autograder.kit.timelines.drawing import draw_timelines
 from shardlab.autograder.publish.stubs import SOLUTIONS
 from helpers import all_reduces_against_backward
 

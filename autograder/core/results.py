@@ -68,7 +68,7 @@ class PartResult:
     groups: how the points split over the case groups (auto parts); timeline: for
     the drawn parts (`Part.drawn`), one traced step of the
     student's first graded run, {"stem", "kind", "title", "summary", "events": per
-    rank, "ideal"} (`timelines.timeline`), None if that run failed; the front ends draw
+    rank, "ideal"} (`timelines.drawing.timeline`), None if that run failed; the front ends draw
     it beside the feedback (`batch.draw_report_timelines`)."""
 
     id: str

@@ -33,7 +33,7 @@ from shardlab.autograder.engine.probes import PROBES, starts, traces
 from shardlab.autograder.core.results import (INTERNAL_ERROR, GroupResult, PartResult, QuestionResult, Report,
                                                 internal_error_result)
 from shardlab.autograder.engine.submission import open_submission
-from shardlab.autograder.kit.timelines import timeline
+from shardlab.autograder.kit.timelines.drawing import timeline
 from shardlab.autograder.engine.writeup import read_writeup, written_feedback
 from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.questions import all_parts, check_points_config, part_points, questions
@@ -50,6 +50,11 @@ def _internal_error(part: Part, points: float, reason: str) -> PartResult:
                                  part.kind, part.bonus)
 
 
+def _shown(case: Case, call: Call) -> str:
+    """How feedback names a call: with its inputs in a public case, by its group in a hidden one."""
+    return call.show() if case.public else f"a hidden case of {call.function} ({case.group})"
+
+
 def _judge_case(part: Part, case: Case, expected: list, got: list[Outcome]) -> tuple[str, str, str | None] | None:
     """None if the case passes, else (where, what, kind): the line of feedback
     is "where: what"; kind is the failure's kind for an error (None for a
@@ -57,7 +62,7 @@ def _judge_case(part: Part, case: Case, expected: list, got: list[Outcome]) -> t
     in public cases, cleaned and capped; a hidden case says only the kind of
     failure (`sandbox.untrusted`)."""
     for call, exp, out in zip(case.calls, expected, got):
-        where = call.show() if case.public else f"a hidden case of {call.function} ({case.group})"
+        where = _shown(case, call)
         if out.error is not None:
             kind = untrusted.failure_kind(out.error)
             return where, untrusted.one_line(out.error) if case.public else kind, kind
@@ -224,14 +229,12 @@ def drawn_case(cases: list[Case]) -> int:
 
 
 def case_timeline(part: Part, case: Case, got: list[Outcome], expected=None) -> dict | None:
-    """The traced step of a drawn part's run (`timelines.timeline`), or None when the run
+    """The traced step of a drawn part's run (`timelines.drawing.timeline`), or None when the run
     failed (hung, crashed, raised). A hidden case's title names its group, never its inputs."""
     run = got[0] if got else None
     if run is None or run.error is not None or part.drawn is None:
         return None
-    call = case.calls[0]
-    title = call.show() if case.public else f"a hidden case of {call.function} ({case.group})"
-    return timeline(part.drawn, title, run.trace, expected)
+    return timeline(part.drawn, _shown(case, case.calls[0]), run.trace, expected)
 
 
 def grade_part_ids(root: Path, cfg, part_ids, limits: Limits = Limits()) -> dict[str, PartResult]:

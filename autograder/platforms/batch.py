@@ -89,13 +89,13 @@ def grade_in_subprocess(path: str, config_path: str | None, env: dict[str, str] 
 
 
 def draw_report_timelines(report: dict, folder: Path) -> list[str]:
-    """Draw each part's traced step (PartResult.timeline, `timelines.timeline`)
+    """Draw each part's traced step (PartResult.timeline, `timelines.drawing.timeline`)
     as <folder>/<stem>.png and <stem>.trace.json (`timelines.write_drawing`). Each
     such part's dict then carries `timeline_note` (its overlap summary and the
     files' names, one line of the feedback) instead of the events. Returns
     "<part id>: <note>" per drawing. A part without a timeline (its run failed)
     gets no line; a drawing that fails says so and costs nothing."""
-    from shardlab.autograder.kit.timelines import write_drawing
+    from shardlab.autograder.kit.timelines.drawing import write_drawing
     lines = []
     for q in report.get("questions", []):
         for p in q["parts"]:

@@ -18,8 +18,6 @@ from shardlab.autograder.questions import questions, registered
 
 DIAGRAMS: dict[str, Diagram] = {d.name: d for q in registered() for d in q.figures}
 """Every question's figures, by name (names are unique across questions)."""
-_QUESTION = {d.name: q.module for q in registered() for d in q.figures}
-
 
 
 def diagram_png(cfg, name: str, to_scale: bool) -> bytes:
@@ -46,11 +44,8 @@ def figure_file(name: str, solutions: bool) -> str:
 
 def document_figures(cfg, solutions: bool) -> dict[str, tuple[str, str, bytes]]:
     """{name: (relative path, alt text, PNG bytes)} of one document's diagrams (the course's questions')."""
-    chosen = {q.module for q in questions(cfg)}
     out = {}
-    for d in DIAGRAMS.values():
-        if _QUESTION[d.name] not in chosen:
-            continue
+    for d in (d for q in questions(cfg) for d in q.figures):
         if solutions:
             out[d.name] = (figure_file(d.name, True), d.solutions_alt(cfg), diagram_png(cfg, d.name, True))
         elif d.student_alt:

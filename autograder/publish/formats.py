@@ -119,7 +119,7 @@ def show_timeline(part_id):
     from pathlib import Path
     from IPython.display import Image, display
     runs = kit_runs(part_id)
-    from shardlab_local.timelines import draw_timelines
+    from shardlab_local.timelines.drawing import draw_timelines
     out = Path.cwd() / "timelines"
     for line in draw_timelines(runs, os.getcwd(), out):
         print(line)

@@ -38,7 +38,7 @@ KIT_PACKAGE = "shardlab_local"         # tests/shardlab_local/ in the kit
 # their path, so they find the package.
 LAUNCHERS = {
     "tests/timelines.py": ("Your timelines: one traced training step of each drawn task, on local gloo "
-                           "ranks (writes timelines/)", "timelines"),
+                           "ranks (writes timelines/)", "timelines.drawing"),
     "tests/bench_buckets.py": ("Question 4 (c)'s experiment: o and w of gloo all-reduces on this machine, "
                                "your own cost model, swept (writes bench/)", "bucket_experiment"),
 }

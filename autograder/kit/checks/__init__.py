@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from functools import lru_cache
 
 from ..rank_comparison import StatesMatch
 
@@ -27,8 +28,10 @@ TRAINS_LIKE_ONE_PROCESS = StatesMatch()
 """Every rank's final weights equal single-process full-batch training (questions 2, 4 and 5)."""
 
 
+@lru_cache(maxsize=1)
 def _named() -> dict[str, object]:
-    """Every comparator by its name: this package's and each question module's upper-case names."""
+    """Every comparator by its name: this package's and each question module's upper-case names
+    (found once: the modules do not change while a process runs)."""
     found = {name: value for name, value in globals().items() if name.isupper()}
     for info in pkgutil.iter_modules(__path__):
         module = importlib.import_module(f"{__name__}.{info.name}")
