@@ -6,6 +6,7 @@ types and impossible values are errors that name the key.
 """
 from __future__ import annotations
 
+import hashlib
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
@@ -199,9 +200,10 @@ class CourseConfig:
     answer_points: int = 1
     require_jail: bool = False  # [grading]: refuse to grade without the full jail
     gradescope: GradescopeConfig = GradescopeConfig()
+    sha256: str = ""            # of the config file's bytes: which course graded a report (`engine.grading`)
 
 
-def _parse(data: dict, source: str) -> CourseConfig:
+def _parse(data: dict, source: str, sha256: str = "") -> CourseConfig:
     known = {(k.section, k.name): k for k in SCHEMA}
     sections = {k.section for k in SCHEMA} | {"points"}
     values: dict[tuple[str, str], Any] = {key: k.default for key, k in known.items()}
@@ -253,19 +255,22 @@ def _parse(data: dict, source: str) -> CourseConfig:
         require_jail=v("grading", "require_jail"),
         gradescope=GradescopeConfig(v("gradescope", "student_id_field"), v("gradescope", "test_visibility"),
                                     v("gradescope", "stdout_visibility")),
+        sha256=sha256,
     )
 
 
 def load_config(path: str | Path | None = None) -> CourseConfig:
     """Read a course config; None means the shipped default course."""
     if path is None:
-        text = resources.files("shardlab.reference").joinpath("course.toml").read_text()
-        return _parse(tomllib.loads(text), "default course (reference/course.toml)")
+        raw = resources.files("shardlab.reference").joinpath("course.toml").read_bytes()
+        return _parse(tomllib.loads(raw.decode()), "default course (reference/course.toml)",
+                      hashlib.sha256(raw).hexdigest())
     path = Path(path)
     if not path.is_file():
         raise ShardlabError(f"config file not found: {path}")
+    raw = path.read_bytes()
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ShardlabError(f"config {path} is not valid TOML: {exc}") from None
-    return _parse(data, str(path))
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raise ShardlabError(f"config {path} is not valid TOML: {(str(exc) or type(exc).__name__).splitlines()[0]}") from None
+    return _parse(data, str(path), hashlib.sha256(raw).hexdigest())
