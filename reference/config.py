@@ -6,7 +6,10 @@ types and impossible values are errors that name the key.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
+import math
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
@@ -19,24 +22,45 @@ from shardlab.reference.specs import HARDWARE, NETWORKS, Hardware, ModelConfig, 
 
 @dataclass(frozen=True)
 class Key:
+    """One config key. kind: int (integral floats such as 4e8 accepted), float
+    (any number: a key in bytes/s, FLOP/s or seconds), str, tuple (of strings)
+    or bool. names: what a string must name, "hardware" (a preset or a
+    `[hardware.NAME]` table), "ici" (hardware with ICI) or "network", checked
+    once the course's own tables are known. default None: `_DEFAULTS_FROM`."""
+
     section: str
     name: str
     kind: type
     default: Any
     description: str
     choices: tuple = ()
+    names: str = ""
 
-    def check(self, value: Any) -> Any:
-        where = f"[{self.section}].{self.name}"
-        if self.kind is int and (isinstance(value, bool) or not isinstance(value, int)):
-            raise ShardlabError(f"config {where} must be an integer, got {value!r}")
+    @property
+    def where(self) -> str:
+        return f"[{self.section}].{self.name}"
+
+    def check(self, value: Any, where: str = "") -> Any:
+        where = where or self.where
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if self.kind is int:
+            if not number:
+                raise ShardlabError(f"config {where} must be an integer, got {value!r}")
+            if isinstance(value, float):
+                if not value.is_integer():
+                    raise ShardlabError(f"config {where} must be a whole number, got {value!r}")
+                value = int(value)
+        if self.kind is float:
+            if not number:
+                raise ShardlabError(f"config {where} must be a number, got {value!r}")
+            value = float(value)
         if self.kind is str and not isinstance(value, str):
             raise ShardlabError(f"config {where} must be a string, got {value!r}")
         if self.kind is tuple and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
             raise ShardlabError(f"config {where} must be a list of strings, got {value!r}")
         if self.kind is bool and not isinstance(value, bool):
             raise ShardlabError(f"config {where} must be true or false, got {value!r}")
-        if self.kind is int and value <= 0 and self.name != "seed":
+        if self.kind in (int, float) and value <= 0 and self.name != "seed":
             raise ShardlabError(f"config {where} must be positive, got {value}")
         if self.choices and value not in self.choices:
             raise ShardlabError(
@@ -44,10 +68,9 @@ class Key:
         return tuple(value) if self.kind is tuple else value
 
 
-_DEVICES = tuple(HARDWARE)
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")   # Gradescope's results.json
 GRADESCOPE_ID_FIELDS = ("email", "id")    # the documented users[] fields of submission_metadata.json
-_ICI_DEVICES = tuple(name for name, h in HARDWARE.items() if h.ici_bytes_per_second > 0)
+QUESTION_SECTIONS = ("memory", "fsdp", "comm4d", "buckets", "pipeline")    # a section per question module
 
 SCHEMA: tuple[Key, ...] = (
     Key("course", "name", str, "Systems for Large Models", "course name shown on handouts"),
@@ -55,8 +78,8 @@ SCHEMA: tuple[Key, ...] = (
         "assignment title shown on handouts"),
     Key("course", "seed", int, 20261122, "seed of the generated public and hidden test cases"),
     Key("course", "secret", str, "",
-        "course secret that, with a student id, seeds per-student variants (`build --roster`) "
-        "and turns on grading answers.toml; empty: no variants"),
+        "course secret that, with a student id, seeds per-student variants (`build --roster`, drawn as "
+        "[variants] says) and turns on grading answers.toml; empty: no variants"),
     Key("course", "questions", tuple, (),
         "the questions this course sets, by module name (\"memory\", \"fsdp\", \"comm4d\", \"buckets\", "
         "\"pipeline\"); handouts, solutions, the starter kit, the otter zip and grading follow it. "
@@ -69,13 +92,18 @@ SCHEMA: tuple[Key, ...] = (
     Key("model", "num_blocks", int, 126, "number of FFN blocks L"),
     Key("memory", "tokens_per_device", int, 4096,
         "tokens (batch x sequence) one device processes, for the activation memory"),
-    Key("memory", "gpu", str, "H100", "device counted in part (a)", _DEVICES),
-    Key("memory", "fsdp_device", str, "TPU v5p", "device one FSDP shard must fit in part (b)", _DEVICES),
-    Key("fsdp", "device", str, "H100", "device whose FLOP/s C runs one FSDP unit's forward", _DEVICES),
+    Key("memory", "gpu", str, "H100", "device counted in part (a)", names="hardware"),
+    Key("memory", "fsdp_device", str, "TPU v5p", "device one FSDP shard must fit in part (b)", names="hardware"),
+    Key("fsdp", "device", str, "H100", "device whose FLOP/s C runs one FSDP unit's forward", names="hardware"),
     Key("fsdp", "tokens_per_device", int, 4096, "tokens per device in the FSDP overlap question"),
-    Key("fsdp", "intra_devices", int, 8, "devices p sharding over the intra-node network"),
-    Key("fsdp", "inter_devices", int, 64, "devices p sharding over the inter-node network"),
-    Key("comm4d", "device", str, "TPU v5p", "chip of the 4D mesh: its C and W_ici", _ICI_DEVICES),
+    Key("fsdp", "intra_network", str, "intra-node", "the network within one node (its alpha and beta)",
+        names="network"),
+    Key("fsdp", "intra_devices", int, None, "devices p sharding over the intra-node network "
+        "(default: that network's devices)"),
+    Key("fsdp", "inter_network", str, "inter-node", "the network across nodes", names="network"),
+    Key("fsdp", "inter_devices", int, None, "devices p sharding over the inter-node network "
+        "(default: that network's devices)"),
+    Key("comm4d", "device", str, "TPU v5p", "chip of the 4D mesh: its C and W_ici", names="ici"),
     Key("comm4d", "x", int, 16, "FSDP (data) degree X"),
     Key("comm4d", "y", int, 4, "tensor-parallel degree Y"),
     Key("comm4d", "m_x", int, 2, "mesh axes M_X the X collectives use"),
@@ -84,14 +112,15 @@ SCHEMA: tuple[Key, ...] = (
         "comms overlap compute, so the binding term is max(FSDP, TP); false sums them"),
     Key("buckets", "model_bytes", int, 400_000_000,
         "bytes s of gradients DDP all-reduces per step in the bucket question (100M FP32 parameters)"),
-    Key("buckets", "bandwidth", int, 10_000_000_000, "all-reduce bandwidth w in bytes/s"),
-    Key("buckets", "call_overhead_us", int, 50, "overhead o of one all-reduce call, in microseconds"),
+    Key("buckets", "bandwidth", float, 1e10, "all-reduce bandwidth w in bytes/s"),
+    Key("buckets", "call_overhead_us", float, 50, "overhead o of one all-reduce call, in microseconds"),
     Key("pipeline", "stages", int, 6, "pipeline stages p; must divide [model].num_blocks"),
     Key("pipeline", "microbatches", int, 24, "micro-batches m per step"),
     Key("pipeline", "tokens_per_microbatch", int, 4096, "tokens (batch x sequence) of one micro-batch"),
     Key("pipeline", "chunks", int, 3,
         "model chunks v per stage in the interleaved schedule; p * v must divide [model].num_blocks"),
-    Key("pipeline", "device", str, "H100", "device whose FLOP/s C times one stage's forward t_f", _DEVICES),
+    Key("pipeline", "device", str, "H100", "device whose FLOP/s C times one stage's forward t_f",
+        names="hardware"),
     Key("pipeline", "target_bubble_percent", int, 3,
         "bubble fraction (in percent) the fewest micro-batches must reach"),
     Key("grading", "require_jail", bool, False,
@@ -110,6 +139,22 @@ SCHEMA: tuple[Key, ...] = (
     Key("gradescope", "stdout_visibility", str, "hidden",
         "when students see the grading run's standard output (otter's log and score table); "
         "hidden: instructors only", VISIBILITIES),
+)
+
+# A course's own devices and networks: [hardware.NAME] and [network.NAME] tables, usable wherever a
+# preset's name is. Keys marked required have no default.
+HARDWARE_KEYS: tuple[Key, ...] = (
+    Key("hardware", "capacity_bytes", int, None, "HBM capacity in bytes (80e9 for 80 GB), required"),
+    Key("hardware", "flops_per_second", float, None, "dense BF16 peak C in FLOP/s, required"),
+    Key("hardware", "hbm_bytes_per_second", float, 0.0, "HBM bandwidth in bytes/s"),
+    Key("hardware", "ici_bytes_per_second", float, 0.0,
+        "bidirectional bandwidth of one inter-chip link W_ici in bytes/s (absent: no ICI, a GPU)"),
+    Key("hardware", "ici_links", int, 0, "ICI links per chip (4 on a 2D torus, 6 on a 3D torus)"),
+)
+NETWORK_KEYS: tuple[Key, ...] = (
+    Key("network", "alpha_seconds", float, None, "latency alpha of one hop, in seconds, required"),
+    Key("network", "beta_bytes_per_second", float, None, "bandwidth beta per device, in bytes/s, required"),
+    Key("network", "devices", int, 0, "devices it usually joins: the FSDP question's default p"),
 )
 
 
@@ -201,19 +246,145 @@ class CourseConfig:
     require_jail: bool = False  # [grading]: refuse to grade without the full jail
     gradescope: GradescopeConfig = GradescopeConfig()
     sha256: str = ""            # of the config file's bytes: which course graded a report (`engine.grading`)
+    # what a per-student variant draws ([variants], `Draw`); None: the default draw (`default_draws`)
+    draws: tuple[Draw, ...] | None = None
+    data_json: str = ""         # the parsed TOML, so a variant re-reads it with its own values (`with_values`)
+
+
+@dataclass(frozen=True)
+class Draw:
+    """One `[variants]` entry: the config key `key` ("model.d_model") is drawn
+    uniformly from `choices`, or from min, min + step, ..., max. The key
+    "model.ffn_ratio" draws F / D instead of F (F = D * ratio, rounded to a
+    multiple of 128)."""
+
+    key: str
+    choices: tuple = ()
+    min: float = 0
+    max: float = 0
+    step: float = 1
+
+    def pick(self, rng) -> Any:
+        """One value, uniformly (`rng`: a random.Random)."""
+        if self.choices:
+            return rng.choice(self.choices)
+        k = rng.randint(0, int((self.max - self.min) // self.step))
+        value = self.min + k * self.step
+        return value if isinstance(value, int) else round(value, 12)   # no 0.30000000000000004
+
+
+FFN_RATIO = Key("model", "ffn_ratio", float, None, "F / D: d_ff drawn as d_model times this ratio")
+
+
+def _table(section: str, name: str, table: Any, keys: tuple[Key, ...]) -> dict[str, Any]:
+    """A [section.NAME] table's values by key, defaults filled, required keys present."""
+    where = f"[{section}.\"{name}\"]"
+    if not isinstance(table, dict):
+        raise ShardlabError(f"config {where} must be a table")
+    known = {k.name: k for k in keys}
+    for key in table:
+        if key not in known:
+            raise ShardlabError(f"config has an unknown key {where}.{key} (known: {', '.join(known)})")
+    out = {}
+    for k in keys:
+        if k.name in table:
+            out[k.name] = k.check(table[k.name], f"{where}.{k.name}")
+        elif k.default is None:
+            raise ShardlabError(f"config {where} needs {k.name} ({k.description.removesuffix(', required')})")
+        else:
+            out[k.name] = k.default
+    return out
+
+
+def _own_tables(data: dict) -> tuple[dict[str, Hardware], dict[str, Network]]:
+    """The presets plus the course's [hardware.NAME] and [network.NAME] tables."""
+    hardware, networks = dict(HARDWARE), dict(NETWORKS)
+    def network(name: str, alpha_seconds: float, beta_bytes_per_second: float, devices: int) -> Network:
+        return Network(name, alpha_seconds, beta_bytes_per_second, devices)
+    for section, presets, keys, make in (("hardware", hardware, HARDWARE_KEYS, Hardware),
+                                         ("network", networks, NETWORK_KEYS, network)):
+        tables = data.get(section, {})
+        if not isinstance(tables, dict):
+            raise ShardlabError(f"config [{section}] must hold tables, e.g. [{section}.\"My name\"]")
+        for name, table in tables.items():
+            if name in presets:
+                raise ShardlabError(f"config [{section}.\"{name}\"] redefines the preset {name!r}: give yours "
+                                    "another name")
+            presets[name] = make(name, **_table(section, name, table, keys))
+    return hardware, networks
+
+
+def _named(key: Key, value: str, hardware: dict[str, Hardware], networks: dict[str, Network],
+           where: str = "") -> Hardware | Network:
+    """The device or network a key's value names (`Key.names`)."""
+    where = where or key.where
+    pool: dict[str, Any] = networks if key.names == "network" else hardware
+    if key.names == "ici":
+        pool = {n: h for n, h in hardware.items() if h.ici_bytes_per_second > 0}
+    if value not in pool:
+        what = {"network": "network", "ici": "device with ICI (ici_bytes_per_second)"}.get(key.names, "device")
+        raise ShardlabError(f"config {where} = {value!r} names no {what}; known: "
+                            f"{', '.join(map(repr, pool))} (or define [{'network' if what == 'network' else 'hardware'}"
+                            f".\"{value}\"])")
+    return pool[value]
+
+
+def _draws(table: Any, questions: tuple[str, ...], hardware, networks) -> tuple[Draw, ...]:
+    """[variants]: `section.key = [choices]` or `{ min = .., max = .., step = .. }` per drawn key."""
+    if not isinstance(table, dict):
+        raise ShardlabError("config [variants] must be a table")
+    known = {f"{k.section}.{k.name}": k for k in SCHEMA if k.section == "model" or k.section in QUESTION_SECTIONS}
+    known["model.ffn_ratio"] = FFN_RATIO
+    flat = {f"{section}.{name}": spec for section, sub in table.items()
+            for name, spec in (sub.items() if isinstance(sub, dict) else [("", sub)])}
+    draws = []
+    for name, spec in flat.items():
+        where = f"[variants] {name}"
+        key = known.get(name)
+        if key is None or key.name == "name":
+            raise ShardlabError(f"config {where} is no key a variant can draw (drawn: section.key of "
+                                f"[model] or a question's section, e.g. model.d_model, memory.gpu)")
+        if key.section != "model" and questions and key.section not in questions:
+            raise ShardlabError(f"config {where} draws for question {key.section!r}, which this course does not "
+                                f"set ([course] questions = {list(questions)})")
+        if isinstance(spec, list):
+            if not spec:
+                raise ShardlabError(f"config {where} is an empty list: nothing to draw from")
+            choices = tuple(key.check(v, f"{where}[{i}]") for i, v in enumerate(spec))
+            if key.names:
+                for c in choices:
+                    _named(key, c, hardware, networks, where)
+            draws.append(Draw(name, choices))
+        elif isinstance(spec, dict) and key.kind in (int, float):
+            extra = set(spec) - {"min", "max", "step"}
+            if extra or not {"min", "max"} <= set(spec):
+                raise ShardlabError(f"config {where} must be a list or {{ min = .., max = .., step = .. }}")
+            lo, hi = (key.check(spec[b], f"{where}.{b}") for b in ("min", "max"))
+            step = key.check(spec.get("step", 1), f"{where}.step")
+            if lo > hi:
+                raise ShardlabError(f"config {where} has min {lo} > max {hi}: nothing to draw from")
+            draws.append(Draw(name, (), lo, hi, step))
+        else:
+            raise ShardlabError(f"config {where} must be a list of values"
+                                + (" or { min = .., max = .., step = .. }" if key.kind in (int, float) else "")
+                                + f", got {spec!r}")
+    if "model.ffn_ratio" in flat and "model.d_ff" in flat:
+        raise ShardlabError("config [variants] draws both model.d_ff and model.ffn_ratio: draw one")
+    return tuple(draws)
 
 
 def _parse(data: dict, source: str, sha256: str = "") -> CourseConfig:
     known = {(k.section, k.name): k for k in SCHEMA}
-    sections = {k.section for k in SCHEMA} | {"points"}
+    sections = {k.section for k in SCHEMA} | {"points", "hardware", "network", "variants"}
     values: dict[tuple[str, str], Any] = {key: k.default for key, k in known.items()}
+    hardware, networks = _own_tables(data)
     for section, table in data.items():
         if section not in sections:
             raise ShardlabError(f"config has an unknown section [{section}] "
                                 f"(known: {', '.join(sorted(sections))})")
         if not isinstance(table, dict):
             raise ShardlabError(f"config [{section}] must be a table")
-        if section == "points":
+        if section in ("points", "hardware", "network", "variants"):
             continue
         for name, value in table.items():
             if (section, name) not in known:
@@ -221,12 +392,23 @@ def _parse(data: dict, source: str, sha256: str = "") -> CourseConfig:
                 raise ShardlabError(f"config has an unknown key [{section}].{name} "
                                     f"(known: {', '.join(names)})")
             values[(section, name)] = known[(section, name)].check(value)
+    questions = values[("course", "questions")]
     points = {}
     for part_id, value in data.get("points", {}).items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
             raise ShardlabError(f"config [points].\"{part_id}\" must be a number >= 0, got {value!r}")
         points[str(part_id)] = float(value)
     v = lambda s, n: values[(s, n)]  # noqa: E731
+
+    def named(section: str, name: str) -> Any:
+        return _named(known[(section, name)], v(section, name), hardware, networks)
+    intra, inter = named("fsdp", "intra_network"), named("fsdp", "inter_network")
+    devices = {}
+    for side, network in (("intra", intra), ("inter", inter)):
+        devices[side] = v("fsdp", f"{side}_devices") or network.devices
+        if not devices[side]:
+            raise ShardlabError(f"config [fsdp].{side}_devices is needed: network {network.name!r} names "
+                                "no devices")
     return CourseConfig(
         course_name=v("course", "name"),
         assignment_name=v("course", "assignment"),
@@ -234,21 +416,20 @@ def _parse(data: dict, source: str, sha256: str = "") -> CourseConfig:
         model=ModelConfig(v("model", "name"), v("model", "d_model"), v("model", "d_ff"),
                           v("model", "num_blocks")),
         tokens_per_device=v("memory", "tokens_per_device"),
-        gpu=HARDWARE[v("memory", "gpu")],
-        fsdp_device=HARDWARE[v("memory", "fsdp_device")],
-        fsdp=FsdpConfig(HARDWARE[v("fsdp", "device")], v("fsdp", "tokens_per_device"),
-                        NETWORKS["intra-node"], v("fsdp", "intra_devices"),
-                        NETWORKS["inter-node"], v("fsdp", "inter_devices")),
-        mesh=Mesh4D(HARDWARE[v("comm4d", "device")], v("comm4d", "x"), v("comm4d", "y"),
+        gpu=named("memory", "gpu"),
+        fsdp_device=named("memory", "fsdp_device"),
+        fsdp=FsdpConfig(named("fsdp", "device"), v("fsdp", "tokens_per_device"),
+                        intra, devices["intra"], inter, devices["inter"]),
+        mesh=Mesh4D(named("comm4d", "device"), v("comm4d", "x"), v("comm4d", "y"),
                     v("comm4d", "m_x"), v("comm4d", "m_y"), v("comm4d", "overlap")),
-        buckets=BucketsConfig(v("buckets", "model_bytes"), float(v("buckets", "bandwidth")),
+        buckets=BucketsConfig(v("buckets", "model_bytes"), v("buckets", "bandwidth"),
                               v("buckets", "call_overhead_us") / 1e6),
         pipeline=PipelineConfig(v("pipeline", "stages"), v("pipeline", "microbatches"),
                                 v("pipeline", "tokens_per_microbatch"), v("pipeline", "chunks"),
-                                HARDWARE[v("pipeline", "device")],
+                                named("pipeline", "device"),
                                 v("pipeline", "target_bubble_percent")).checked(v("model", "num_blocks")),
         points=tuple(sorted(points.items())),
-        questions=v("course", "questions"),
+        questions=questions,
         source=source,
         secret=v("course", "secret"),
         answer_points=v("course", "answer_points"),
@@ -256,7 +437,38 @@ def _parse(data: dict, source: str, sha256: str = "") -> CourseConfig:
         gradescope=GradescopeConfig(v("gradescope", "student_id_field"), v("gradescope", "test_visibility"),
                                     v("gradescope", "stdout_visibility")),
         sha256=sha256,
+        draws=_draws(data["variants"], questions, hardware, networks) if "variants" in data else None,
+        data_json=json.dumps(data, sort_keys=True, default=str),
     )
+
+
+def with_values(cfg: CourseConfig, values: dict[str, Any]) -> CourseConfig:
+    """The course with some keys replaced ({"model.d_model": 8192, ...}), read
+    again as a whole, so every check of the config holds for the result
+    (a ShardlabError names what does not). Only the exercise's numbers change:
+    the course's name, secret, points and settings stay `cfg`'s own."""
+    data = json.loads(cfg.data_json) if cfg.data_json else {}
+    data.pop("variants", None)
+    for dotted, value in values.items():
+        section, name = dotted.split(".")
+        data.setdefault(section, {})[name] = value
+    fresh = _parse(data, cfg.source)
+    return dataclasses.replace(cfg, model=fresh.model, tokens_per_device=fresh.tokens_per_device, gpu=fresh.gpu,
+                               fsdp_device=fresh.fsdp_device, mesh=fresh.mesh, fsdp=fresh.fsdp,
+                               buckets=fresh.buckets, pipeline=fresh.pipeline)
+
+
+def default_draws(cfg: CourseConfig) -> tuple[Draw, ...]:
+    """Without [variants]: the model's d_model and d_ff within ±25 % of the
+    course's, in multiples of 128, and num_blocks within ±25 %; everything else
+    stays the course's."""
+    m = cfg.model
+    widths = [Draw(f"model.{k}", (), 128 * max(1, math.ceil(0.75 * w / 128)),
+                   128 * max(1, math.floor(1.25 * w / 128)), 128)
+              for k, w in (("d_model", m.d_model), ("d_ff", m.d_ff))]
+    return (*widths, Draw("model.num_blocks", (), max(1, math.ceil(0.75 * m.num_blocks)),
+                          max(1, math.floor(1.25 * m.num_blocks)), 1))
+
 
 
 def load_config(path: str | Path | None = None) -> CourseConfig:
@@ -272,5 +484,6 @@ def load_config(path: str | Path | None = None) -> CourseConfig:
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as exc:
-        raise ShardlabError(f"config {path} is not valid TOML: {(str(exc) or type(exc).__name__).splitlines()[0]}") from None
+        why = (str(exc) or type(exc).__name__).splitlines()[0]
+        raise ShardlabError(f"config {path} is not valid TOML: {why}") from None
     return _parse(data, str(path), hashlib.sha256(raw).hexdigest())

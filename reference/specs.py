@@ -18,14 +18,19 @@ class Hardware:
     """One accelerator.
 
     capacity_bytes: HBM in bytes. flops_per_second: dense BF16 peak C.
+    hbm_bytes_per_second: HBM bandwidth (shown, not yet used by a question).
     ici_bytes_per_second: bidirectional bandwidth of one inter-chip link
-    (W_ici), 0 where the course does not use it.
+    (W_ici), 0 for a device without ICI (a GPU). ici_links: ICI links per
+    chip (4 on a 2D torus, 6 on a 3D torus), 0 without ICI.
+    A course defines its own in `[hardware.NAME]` tables (`reference.config`).
     """
 
     name: str
     capacity_bytes: int
     flops_per_second: float = 0.0
     ici_bytes_per_second: float = 0.0
+    hbm_bytes_per_second: float = 0.0
+    ici_links: int = 0
 
     @property
     def capacity_gb(self) -> float:
@@ -46,12 +51,15 @@ class ModelConfig:
 HARDWARE: dict[str, Hardware] = {
     h.name: h
     for h in (
-        Hardware("H100", capacity_bytes=80 * GB, flops_per_second=9.89e14),
-        Hardware("A100", capacity_bytes=80 * GB, flops_per_second=3.12e14),
+        # SXM parts, dense BF16 (no sparsity), as vendors' data sheets quote them
+        Hardware("H100", capacity_bytes=80 * GB, flops_per_second=9.89e14, hbm_bytes_per_second=3.35e12),
+        Hardware("H200", capacity_bytes=141 * GB, flops_per_second=9.89e14, hbm_bytes_per_second=4.8e12),
+        Hardware("A100", capacity_bytes=80 * GB, flops_per_second=3.12e14, hbm_bytes_per_second=2.039e12),
+        # the Scaling Book's TPU table: v5p a 3D torus (6 links), v5e a 2D torus (4 links)
         Hardware("TPU v5p", capacity_bytes=95 * GB, flops_per_second=4.6e14,
-                 ici_bytes_per_second=2 * 9e10),
+                 ici_bytes_per_second=2 * 9e10, hbm_bytes_per_second=2.8e12, ici_links=6),
         Hardware("TPU v5e", capacity_bytes=16 * GB, flops_per_second=1.97e14,
-                 ici_bytes_per_second=2 * 4.5e10),
+                 ici_bytes_per_second=2 * 4.5e10, hbm_bytes_per_second=8.1e11, ici_links=4),
     )
 }
 
@@ -69,19 +77,22 @@ MODELS: dict[str, ModelConfig] = {
 class Network:
     """The lecture's alpha-beta model of a collective: a message of m bytes
     among p devices costs alpha * log2(p) + m / beta seconds.
-    alpha: latency per hop (s); beta: bandwidth per device (bytes/s)."""
+    alpha: latency per hop (s); beta: bandwidth per device (bytes/s);
+    devices: how many devices it usually joins (the FSDP question's p when
+    the course names no other). A course defines its own in `[network.NAME]`."""
 
     name: str
     alpha: float
     beta: float
+    devices: int = 0
 
 
 NETWORKS: dict[str, Network] = {
     n.name: n
     for n in (
         # within one 8-GPU node: NVLink, ~450 GB/s each way per H100
-        Network("intra-node", alpha=5e-6, beta=450e9),
+        Network("intra-node", alpha=5e-6, beta=450e9, devices=8),
         # across nodes: one 400 Gb/s InfiniBand NIC per GPU, ~50 GB/s
-        Network("inter-node", alpha=2e-5, beta=50e9),
+        Network("inter-node", alpha=2e-5, beta=50e9, devices=64),
     )
 }
