@@ -1,7 +1,7 @@
 """Question 1 — memory accounting.
 
-Conventions: sizes in bytes; GB = 10**9 bytes (an "80 GB" H100 holds 80e9
-bytes); FP32 = 4 bytes, BF16 = 2 bytes. The model is FFN-only: num_blocks
+Conventions: sizes in bytes; GB = 10**9 bytes (a device sold as "80 GB" holds
+80e9 bytes); FP32 = 4 bytes, BF16 = 2 bytes. The model is FFN-only: num_blocks
 blocks, each W_in (d_model x d_ff) then W_out (d_ff x d_model), no biases.
 Training state is FP32 master weights, FP32 accumulated gradients and two
 FP32 AdamW moments. Activations are BF16, no activation checkpointing.

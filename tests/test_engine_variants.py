@@ -10,7 +10,6 @@ from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.engine.grading import grade_folder
 from shardlab.autograder.engine.variants import check_student_id, variant_config
 from shardlab.autograder.publish.roster import read_roster
-from shardlab.reference.specs import HARDWARE
 from helpers import run_cli
 
 pytestmark = pytest.mark.platform
@@ -28,18 +27,62 @@ def test_no_secret_is_the_course(cfg, tmp_path):
     assert grade_answers(tmp_path, cfg) is None
 
 
-def test_variants_are_stable_distinct_and_realistic(secret_cfg):
+def test_variants_are_stable_and_distinct(secret_cfg):
     a, a2, b = (variant_config(secret_cfg, s) for s in ("s001", "s001", "s002"))
     assert a == a2 and a.model != b.model
     assert variant_config(dataclasses.replace(secret_cfg, secret="other"), "s001").model != a.model
+
+
+def test_without_a_variants_section_only_the_model_is_drawn_near_the_course(secret_cfg):
+    """The shipped course (D = 16384, F = 53248, L = 126, p = 6 stages of v = 3 chunks): D and F
+    within ±25 % in multiples of 128, so D in [12288, 20480] and F in [39936, 66560]; L within
+    ±25 %, [95, 157], and a multiple of p·v = 18 for the pipeline: 108, 126 or 144. Nothing else moves."""
+    seen = set()
     for sid in [f"s{i:03d}" for i in range(40)]:
         v = variant_config(secret_cfg, sid)
-        m, mesh = v.model, v.mesh
-        assert m.d_model % 128 == 0 and m.d_ff % 128 == 0 and 32 <= m.num_blocks <= 160
-        assert abs(m.d_ff / m.d_model - 3.25) < 0.05
-        assert mesh.x * mesh.y in (64, 128, 256)
-        assert v.gpu in HARDWARE.values() and v.fsdp_device in HARDWARE.values()
+        m = v.model
+        assert m.d_model % 128 == 0 and 12288 <= m.d_model <= 20480
+        assert m.d_ff % 128 == 0 and 39936 <= m.d_ff <= 66560
+        assert m.num_blocks in (108, 126, 144)
+        assert m.name == f"FFN-{2 * m.d_model * m.d_ff * m.num_blocks / 1e9:.0f}B"
+        assert dataclasses.replace(v, model=secret_cfg.model, source=secret_cfg.source) == secret_cfg
         assert all(w.value is not None for items in answer_sheet(v).values() for w in items.values())
+        seen.add(m.num_blocks)
+    assert seen == {108, 126, 144}
+
+
+def test_a_courses_variants_section_says_what_is_drawn():
+    """reference/courses/a100.toml draws D from 6144..10240 in steps of 1024, F = D · r rounded to
+    128 with r in {4, 5.5, 6.5}, tokens, bandwidth and micro-batches from its lists; its A100s, its
+    80 blocks and its 8 x 5 pipeline stay."""
+    from shardlab.autograder.core import content
+    from shardlab.reference.config import load_config
+    course = load_config(content.folder("reference") / "courses" / "a100.toml")
+    ratios = set()
+    for sid in [f"u{i}" for i in range(30)]:
+        v = variant_config(course, sid)
+        assert v == variant_config(course, sid)
+        m = v.model
+        assert m.d_model in (6144, 7168, 8192, 9216, 10240) and m.num_blocks == 80
+        ratio = next(r for r in (4, 5.5, 6.5) if m.d_ff == 128 * round(r * m.d_model / 128))
+        ratios.add(ratio)
+        assert v.tokens_per_device in (1024, 2048) and v.pipeline.microbatches in (16, 32, 48)
+        assert v.buckets.bandwidth in (1.25e10, 2.5e10, 5e10) and v.buckets.model_bytes == 280_000_000
+        assert (v.gpu.name, v.fsdp_device.name, v.pipeline.device.name) == ("A100 40GB", "TPU v5e", "A100")
+        assert (v.pipeline.stages, v.pipeline.chunks) == (8, 5)
+        assert v.points == course.points and v.questions == course.questions
+        if m != course.model:
+            assert m.name.startswith("FFN-") and "F70" not in m.name
+    assert ratios == {4, 5.5, 6.5}
+
+
+def test_a_range_nothing_can_be_drawn_from_is_one_line(tmp_path):
+    """100 blocks never split into the shipped course's 6 stages x 3 chunks."""
+    from shardlab.reference.config import load_config
+    (tmp_path / "c.toml").write_text('[course]\nsecret = "s"\n[variants]\nmodel.num_blocks = [100, 101]\n')
+    with pytest.raises(ShardlabError, match="no variant drawn from \\[variants\\] in 1000 tries") as err:
+        variant_config(load_config(tmp_path / "c.toml"), "s001")
+    assert "must divide [model].num_blocks" in str(err.value) and "\n" not in str(err.value)
 
 
 def _with_answers(tmp_path, text):
@@ -56,10 +99,15 @@ def test_own_answers_full_marks_others_not(secret_cfg, tmp_path):
         result = grade_answers(_with_answers(tmp_path, mine), secret_cfg)
         sections = len(answer_sheet(variant_config(secret_cfg, me))) * secret_cfg.answer_points   # one per question
         assert result.score == result.max_score == sections, [p.feedback for p in result.parts]
-        # the same numbers handed in under the other student's id
+        # the same numbers handed in under the other student's id: every question whose numbers
+        # depend on the drawn model loses points; question 4's (s, w, o: not drawn here) are the same
         copied = mine.replace(f'student_id = "{me}"', f'student_id = "{other}"')
         result = grade_answers(_with_answers(tmp_path, copied), secret_cfg)
-        assert result.score < 1, [p.feedback for p in result.parts]
+        theirs = answer_sheet(variant_config(secret_cfg, other))
+        for part, (section, items) in zip(result.parts, answer_sheet(variant_config(secret_cfg, me)).items()):
+            same = all(w.value == theirs[section][k].value for k, w in items.items())
+            assert (part.score == part.max_score) == same, (section, part.feedback)
+            assert same == (section == "q4")
 
 
 def test_wrong_and_missing_numbers_named(secret_cfg, tmp_path):
@@ -109,9 +157,11 @@ def test_build_roster_cli(tmp_path):
     assert "for **Ada** (student id `s001`)" in a and 'student_id = "s001"' in a and a != b
     assert (tmp_path / "out/students/s002/handout.html").is_file()
     assert (tmp_path / "out/autograder.zip").is_file()
-    for args, message in (((), "needs a course secret"), (("--config", "course.toml"), "not found")):
-        r = run_cli("build", *args, "--roster", "nope.csv" if args else "roster.csv", "--out", "o2",
-                 cwd=tmp_path)
+    (tmp_path / "plain.toml").write_text("[course]\nname = 'no secret'\n")
+    for args, message in ((("--config", "plain.toml"), "needs a course secret"),
+                          (("--config", "course.toml"), "not found")):
+        r = run_cli("build", *args, "--roster", "nope.csv" if "course.toml" in args else "roster.csv",
+                    "--out", "o2", cwd=tmp_path)
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and message in r.stderr, r.stderr
 
 

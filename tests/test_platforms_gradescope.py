@@ -180,3 +180,32 @@ def test_an_upload_without_assignments_scores_zero_with_one_sentence(image, otte
     assert _graded(run.results) and _total(run.results)[0] == 0
     assert all("holds no assignments/ folder" in t.get("output", "") for t in _graded(run.results)), \
         _graded(run.results)[0].get("output")
+
+
+def test_the_second_course_builds_and_grades_on_gradescopes_layout(otter_env, tmp_path):
+    """reference/courses/a100.toml's zip, with its roster's email map: Ada's whole kit with her own
+    answers.toml (student u1001, by her Gradescope email) scores every point of the course's three
+    questions: 30 (question 1), 17 (question 4: 4.1 set to 6 in place of 2) and 25 (question 5),
+    plus 2 points per question for the handout numbers, 78."""
+    from shardlab.autograder.core import content
+    from shardlab.autograder.engine.answer_sheet import sheet_toml
+    from shardlab.autograder.engine.variants import variant_config
+    from shardlab.autograder.publish.otter_export import build_autograder, config_text
+    from shardlab.autograder.publish.roster import roster_for_zip
+    from shardlab.reference.config import load_config
+    courses = content.folder("reference") / "courses"
+    course = load_config(courses / "a100.toml")
+    ag_zip = build_autograder(course, config_text(courses / "a100.toml"), tmp_path / "ag",
+                              roster_for_zip(course, courses / "a100-roster.csv"))
+    status, log = replay.build_image(ag_zip, otter_env, tmp_path / "image", tmp_path / "build")
+    assert status == 0, log[-3000:]
+    files = {**_kit(), "answers.toml": sheet_toml(variant_config(course, "u1001"), "u1001", values=True)}
+    run = replay.replay(tmp_path / "image", otter_env, _upload(files, tmp_path / "upload"),
+                        replay.gradescope_metadata([ADA]), tmp_path / "run")
+    assert run.results is not None, run.log[-3000:]
+    assert_gradescope_results(run.results)
+    lost = [(t["name"], t.get("output", "")[:300]) for t in _graded(run.results)
+            if float(t["score"]) < float(t["max_score"])]
+    assert lost == []
+    assert sorted(float(t["max_score"]) for t in _graded(run.results)) == [6, 17, 25, 30]   # answers: 3 x 2
+    assert _total(run.results) == (78, 78)
