@@ -409,6 +409,11 @@ def _parse(data: dict, source: str, sha256: str = "") -> CourseConfig:
         if not devices[side]:
             raise ShardlabError(f"config [fsdp].{side}_devices is needed: network {network.name!r} names "
                                 "no devices")
+    pipeline = PipelineConfig(v("pipeline", "stages"), v("pipeline", "microbatches"),
+                              v("pipeline", "tokens_per_microbatch"), v("pipeline", "chunks"),
+                              named("pipeline", "device"), v("pipeline", "target_bubble_percent"))
+    if not questions or "pipeline" in questions:      # its rule binds only a course that sets it
+        pipeline = pipeline.checked(v("model", "num_blocks"))
     return CourseConfig(
         course_name=v("course", "name"),
         assignment_name=v("course", "assignment"),
@@ -424,10 +429,7 @@ def _parse(data: dict, source: str, sha256: str = "") -> CourseConfig:
                     v("comm4d", "m_x"), v("comm4d", "m_y"), v("comm4d", "overlap")),
         buckets=BucketsConfig(v("buckets", "model_bytes"), v("buckets", "bandwidth"),
                               v("buckets", "call_overhead_us") / 1e6),
-        pipeline=PipelineConfig(v("pipeline", "stages"), v("pipeline", "microbatches"),
-                                v("pipeline", "tokens_per_microbatch"), v("pipeline", "chunks"),
-                                named("pipeline", "device"),
-                                v("pipeline", "target_bubble_percent")).checked(v("model", "num_blocks")),
+        pipeline=pipeline,
         points=tuple(sorted(points.items())),
         questions=questions,
         source=source,

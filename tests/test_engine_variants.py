@@ -85,6 +85,23 @@ def test_a_range_nothing_can_be_drawn_from_is_one_line(tmp_path):
     assert "must divide [model].num_blocks" in str(err.value) and "\n" not in str(err.value)
 
 
+def test_no_variant_makes_a_question_degenerate_that_the_course_does_not(tmp_path):
+    """D = 4096, F = 16384, L = 32 on a 16 GB TPU v5e: half the activations, 32 · T · (4096 + 16384)
+    bytes, is 2.68 GB at T = 4,096 tokens (FSDP fits) but 85.9 GB at T = 131,072 (no N fits: 1 (b)
+    has no answer). Every variant therefore draws 4,096."""
+    from shardlab.reference.config import load_config
+    (tmp_path / "c.toml").write_text('[course]\nsecret = "s"\nquestions = ["memory"]\n'
+                                     '[model]\nd_model = 4096\nd_ff = 16384\nnum_blocks = 32\n'
+                                     '[memory]\nfsdp_device = "TPU v5e"\n'
+                                     '[variants]\nmemory.tokens_per_device = [4096, 131072]\n')
+    course = load_config(tmp_path / "c.toml")
+    assert {variant_config(course, f"s{i}").tokens_per_device for i in range(20)} == {4096}
+    # the draw is real: 131,072 tokens is degenerate
+    from shardlab.autograder.questions import degeneracies
+    from shardlab.reference.config import with_values
+    assert "memory" in degeneracies(with_values(course, {"memory.tokens_per_device": 131072}))
+
+
 def _with_answers(tmp_path, text):
     """A submission root holding answers.toml (grade_answers reads nothing else)."""
     root = tmp_path / f"sub{len(list(tmp_path.iterdir()))}"
