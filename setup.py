@@ -20,4 +20,5 @@ for folder in FOLDERS:
 
 # `shardlab` itself is a namespace package: it has no folder of its own
 setup(packages=packages, package_dir=package_dir,
-      package_data={"shardlab.reference": ["*.toml", "courses/*.toml", "courses/*.csv"], "shardlab.templates": ["*.j2", "**/*.j2"]})
+      package_data={"shardlab.reference": ["*.toml", "courses/*.toml", "courses/*.csv"],
+                    "shardlab.templates": ["*.j2", "**/*.j2"]})

@@ -17,10 +17,19 @@ from shardlab.autograder.core.errors import ShardlabError
 
 console = Console()
 config_option = click.option("--config", "config_path", type=click.Path(dir_okay=False),
-                             help="Course config TOML (default: the shipped XXL course).")
+                             help="Course config TOML. Without it: ./course.toml, else the file "
+                                  "$SHARDLAB_COURSE names, else the shipped course (said on stderr).")
 
 
-def _config(path):
+def _config(path, graded=()):
+    """The course (`course_file`: --config, ./course.toml, $SHARDLAB_COURSE or the
+    shipped one) and the path it was read from (None: the shipped course)."""
+    from shardlab.autograder.course_file import course_file
+    used = course_file(path, graded)
+    return _load(used), used
+
+
+def _load(path):
     from shardlab.reference.config import load_config
     from shardlab.autograder.questions import check_points_config
     cfg = load_config(path)
@@ -90,7 +99,8 @@ def grade(paths, as_json, jobs, out_dir, resume, verbose, timelines_dir, export_
     if not out_dir and not export_path:
         from shardlab.autograder.sandbox import zygote
         zygote.shared()          # its torch import runs while this process reads the config and plans
-    cfg = _config(config_path)
+    # never a course.toml from inside what is graded (the student's): `course_file`
+    cfg, config_path = _config(config_path, [*paths, *([export_path] if export_path else [])])
     required_walls(cfg)          # refuse before grading anything when the course requires the jail
     if export_path:
         _grade_export(export_path, Path(out_dir), config_path, jobs, resume, as_json, verbose)
@@ -242,7 +252,7 @@ def walls(config_path, require):
     """The walls this machine gives student code; fails when the course requires the full jail
     and a wall is missing (the Gradescope image's setup.sh runs this)."""
     from shardlab.autograder.sandbox.walls import current, required_walls
-    cfg = _config(config_path)
+    cfg, _ = _config(config_path)
     click.echo(current().describe())
     required_walls(cfg, require)
 
@@ -254,7 +264,7 @@ def warm(config_path):
     Gradescope image's setup.sh runs this, so no submission pays for them)."""
     from shardlab.autograder.engine.plan import warm as warm_plan
     from shardlab.reference.cache import cache_dir
-    failed = warm_plan(_config(config_path))
+    failed = warm_plan(_config(config_path)[0])
     if failed:
         raise ShardlabError("the reference failed for part(s) " + "; ".join(f"{p}: {why}" for p, why in failed.items()))
     click.echo(f"expected values cached in {cache_dir()}")
@@ -266,7 +276,7 @@ def warm(config_path):
 def answers(config_path, as_json):
     """The answer key for the course config, with derivations."""
     from shardlab.autograder.questions import answer_key, questions
-    cfg = _config(config_path)
+    cfg, _ = _config(config_path)
     key = answer_key(cfg)
     if as_json:
         click.echo(json.dumps({n: {k: vars(w) for k, w in worked.items()} for n, worked in key.items()},
@@ -292,7 +302,8 @@ def answers(config_path, as_json):
                    "email): one handout per student, own numbers (needs [course].secret).")
 def build(config_path, out_dir, roster):
     """Handout (md, html, notebook), solutions, starter kit, otter autograder zip."""
-    _build_all(_config(config_path), config_path, Path(out_dir), roster)
+    cfg, config_path = _config(config_path)      # the zip ships the course actually read
+    _build_all(cfg, config_path, Path(out_dir), roster)
 
 
 def _build_all(cfg, config_path, out: Path, roster=None) -> None:
@@ -310,6 +321,14 @@ def _build_all(cfg, config_path, out: Path, roster=None) -> None:
                   "Gradescope report.json it makes carries it)", highlight=False)
     console.print(f"Gradescope: set the assignment's autograder points to {gradescope_points(cfg)} "
                   "(a bonus earned shows as extra credit)", highlight=False)
+    # a course whose numbers leave a sub-question without a sensible answer still builds: the handout asks
+    # why, the solutions answer; the instructor hears of it here (docs/instructor-guide.md)
+    from shardlab.autograder.questions import degeneracies, questions
+    found = degeneracies(cfg)
+    for q in questions(cfg):
+        if q.module in found:
+            click.echo(f"warning: question {q.number} ({q.title}) is degenerate on this course: "
+                       f"{found[q.module]}; the handout and solutions say so", err=True)
 
 
 @cli.command()
@@ -347,7 +366,7 @@ def _run_check(cfg) -> bool:
 @config_option
 def check(config_path):
     """Solutions full marks, stubs zero, known-bad submissions as declared."""
-    if not _run_check(_config(config_path)):
+    if not _run_check(_config(config_path)[0]):
         raise ShardlabError("self-check failed: see the table above")
 
 
@@ -359,7 +378,7 @@ def demo(out_dir):
     from shardlab.autograder.engine.grading import grade_folder
     from shardlab.autograder.selfcheck import folder_of
     from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS
-    cfg = _config(None)
+    cfg = _load(None)           # the shipped course, by definition: no resolution, no note
     _build_all(cfg, None, Path(out_dir))
     reports = []
     for name, source in (("solutions", SOLUTIONS), ("stubs", ASSIGNMENTS)):

@@ -299,18 +299,19 @@ def _table(section: str, name: str, table: Any, keys: tuple[Key, ...]) -> dict[s
 def _own_tables(data: dict) -> tuple[dict[str, Hardware], dict[str, Network]]:
     """The presets plus the course's [hardware.NAME] and [network.NAME] tables."""
     hardware, networks = dict(HARDWARE), dict(NETWORKS)
-    def network(name: str, alpha_seconds: float, beta_bytes_per_second: float, devices: int) -> Network:
-        return Network(name, alpha_seconds, beta_bytes_per_second, devices)
-    for section, presets, keys, make in (("hardware", hardware, HARDWARE_KEYS, Hardware),
-                                         ("network", networks, NETWORK_KEYS, network)):
+    for section, presets in (("hardware", hardware), ("network", networks)):
         tables = data.get(section, {})
         if not isinstance(tables, dict):
             raise ShardlabError(f"config [{section}] must hold tables, e.g. [{section}.\"My name\"]")
-        for name, table in tables.items():
+        for name in tables:
             if name in presets:
                 raise ShardlabError(f"config [{section}.\"{name}\"] redefines the preset {name!r}: give yours "
                                     "another name")
-            presets[name] = make(name, **_table(section, name, table, keys))
+    for name, table in data.get("hardware", {}).items():
+        hardware[name] = Hardware(name, **_table("hardware", name, table, HARDWARE_KEYS))
+    for name, table in data.get("network", {}).items():
+        v = _table("network", name, table, NETWORK_KEYS)
+        networks[name] = Network(name, v["alpha_seconds"], v["beta_bytes_per_second"], v["devices"])
     return hardware, networks
 
 

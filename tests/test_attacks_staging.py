@@ -19,6 +19,7 @@ import pytest
 
 from shardlab.autograder.sandbox import staging
 from shardlab.autograder.core.errors import ShardlabError
+from shardlab.autograder.course_file import SHIPPED_NOTE
 from shardlab.autograder.publish.stubs import SOLUTIONS
 from shardlab.autograder.engine.submission import open_submission
 from helpers import run_cli
@@ -172,8 +173,9 @@ def test_shardlab_grade_refuses_folder(attack, tmp_path, outside):
     offender = attack(root, outside)
     done = run_cli("grade", str(root), timeout=120)
     assert done.returncode == 2, (done.stdout, done.stderr)
-    assert done.stderr.startswith("error: ") and "Traceback" not in done.stderr
-    _one_line_naming(done.stderr, offender)
+    err = done.stderr.removeprefix(SHIPPED_NOTE + "\n")      # no --config: the shipped course, said first
+    assert err.startswith("error: ") and "Traceback" not in done.stderr
+    _one_line_naming(err, offender)
     assert SECRET not in done.stdout
 
 
@@ -182,8 +184,9 @@ def test_shardlab_grade_refuses_zip(attack, tmp_path, outside):
     upload, offender = attack(tmp_path, outside)
     done = run_cli("grade", str(upload), timeout=120)
     assert done.returncode == 2, (done.stdout, done.stderr)
-    assert done.stderr.startswith("error: ") and "Traceback" not in done.stderr
-    _one_line_naming(done.stderr, offender)
+    err = done.stderr.removeprefix(SHIPPED_NOTE + "\n")
+    assert err.startswith("error: ") and "Traceback" not in done.stderr
+    _one_line_naming(err, offender)
 
 
 @pytest.mark.parametrize("attack", ZIP_ATTACKS, ids=lambda a: a.__name__)

@@ -44,7 +44,7 @@ def test_without_a_variants_section_only_the_model_is_drawn_near_the_course(secr
         assert m.d_model % 128 == 0 and 12288 <= m.d_model <= 20480
         assert m.d_ff % 128 == 0 and 39936 <= m.d_ff <= 66560
         assert m.num_blocks in (108, 126, 144)
-        assert m.name == f"FFN-{2 * m.d_model * m.d_ff * m.num_blocks / 1e9:.0f}B"
+        assert m.name == f"FFN-L{m.num_blocks}-D{m.d_model}-F{m.d_ff}"
         assert dataclasses.replace(v, model=secret_cfg.model, source=secret_cfg.source) == secret_cfg
         assert all(w.value is not None for items in answer_sheet(v).values() for w in items.values())
         seen.add(m.num_blocks)

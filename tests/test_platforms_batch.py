@@ -1,14 +1,19 @@
 """Batch grading: one supervised subprocess per submission, results written
 as they come, --resume, retries and error rows."""
 import csv
+import hashlib
 import json
 import shutil
+import zipfile
+from pathlib import Path
 
 import pytest
 
+from shardlab.autograder.core.errors import ShardlabError
+from shardlab.autograder.core.results import grader_version
 from shardlab.autograder.platforms import batch
 from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS
-from helpers import run_cli
+from helpers import assert_one_line_error, run_cli
 
 pytestmark = pytest.mark.platform
 
@@ -38,7 +43,10 @@ def test_batch_writes_gradebook_results_and_feedback_and_resumes(tmp_path):
     before = {p.name: p.stat().st_mtime_ns for p in (out / "results").iterdir()}
     r = run_cli(*args, "--resume", timeout=120)
     assert r.returncode == 0, r.stderr
-    assert {p.name: p.stat().st_mtime_ns for p in (out / "results").iterdir()} == before
+    after = {p.name: p.stat().st_mtime_ns for p in (out / "results").iterdir()}
+    assert {k: v for k, v in after.items() if k != "carol.json"} == {k: v for k, v in before.items()
+                                                                      if k != "carol.json"}
+    assert after["carol.json"] != before["carol.json"]          # an error row is retried, not kept
     assert len(list(csv.DictReader((out / "gradebook.csv").open()))) == 3
 
 
@@ -96,3 +104,156 @@ def test_the_progress_bar_shows_rate_and_time_left_and_lines_only_when_verbose(t
         "ann: 1/2", "ben: 1/2", "cat: 1/2"}
     resumed = grade("--resume")                     # nothing left to grade: the bar says so
     assert "3 resumed" in resumed and "0/0" in resumed
+
+
+# ---- a batch folder remembers its course (batch.json), and --resume keeps only what still holds ----
+
+TINY = '[course]\nname = "Tiny course"\nquestions = ["buckets"]\n'
+
+
+def _sha(path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _zip(path, text: str) -> str:
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("assignments/buckets.py", text)
+    return str(path)
+
+
+@pytest.fixture
+def fake_grader(monkeypatch):
+    """grade_in_subprocess without a subprocess: records (submission name, config path) per call;
+    the names in `failing` get an error record."""
+    calls, failing = [], set()
+
+    def grade(path, config_path, env=None):
+        calls.append((Path(path).name, config_path))
+        if Path(path).name in failing:
+            return {"status": "error", "error": "the grader exited with status 3: boom", "retry": False}
+        return {"status": "ok", "score": 1.0, "max_score": 2.0, "questions": []}
+
+    monkeypatch.setattr(batch, "grade_in_subprocess", grade)
+    return calls, failing
+
+
+def _class(tmp_path):
+    """A folder submission, a zip submission, and the course they are graded against."""
+    (tmp_path / "ann" / "assignments").mkdir(parents=True)
+    (tmp_path / "ann" / "assignments" / "buckets.py").write_text("x = 1\n")
+    course = tmp_path / "tiny.toml"
+    course.write_text(TINY)
+    return [str(tmp_path / "ann"), _zip(tmp_path / "ben.zip", "x = 2\n")], course
+
+
+def test_a_batch_folder_records_its_course_and_every_result_its_course_and_bytes(tmp_path, fake_grader,
+                                                                               monkeypatch):
+    calls, failing = fake_grader
+    paths, course = _class(tmp_path)
+    failing.add("ben.zip")
+    out = tmp_path / "out"
+    monkeypatch.chdir(tmp_path)
+    results = batch.grade_many(paths, out, "tiny.toml")           # a relative --config: made absolute
+    stamp = {"name": "Tiny course", "sha256": _sha(course)}
+    assert json.loads((out / "batch.json").read_text()) == {"course": stamp, "config": str(course),
+                                                            "grader_version": grader_version()}
+    assert sorted(calls) == [("ann", str(course)), ("ben.zip", str(course))]
+    assert results["ben"]["status"] == "error"                     # an error record says who and against what
+    assert results["ben"]["course"] == stamp and results["ben"]["grader_version"] == grader_version()
+    assert results["ben"]["submission_sha256"] == _sha(tmp_path / "ben.zip")
+    assert results["ann"]["course"] == stamp and len(results["ann"]["submission_sha256"]) == 64
+    rows = {r["submission"]: r for r in csv.DictReader((out / "gradebook.csv").open())}
+    assert rows["ann"]["course"] == rows["ben"]["course"] == f"Tiny course (sha256 {stamp['sha256'][:12]})"
+    assert f"Course: Tiny course (sha256 {stamp['sha256'][:12]})" in (out / "feedback" / "ann.md").read_text()
+
+
+def test_resume_regrades_what_changed_and_the_error_rows(tmp_path, fake_grader):
+    calls, failing = fake_grader
+    paths, course = _class(tmp_path)
+    (tmp_path / "cat" / "assignments").mkdir(parents=True)
+    paths.append(str(tmp_path / "cat"))
+    failing.add("cat")
+    out = tmp_path / "out"
+    batch.grade_many(paths, out, str(course))
+    failing.clear()
+
+    def resumed() -> list[str]:
+        calls.clear()
+        results = batch.grade_many(paths, out, str(course), resume=True)
+        assert all(r["status"] == "ok" for r in results.values())
+        return sorted(name for name, _ in calls)
+
+    (tmp_path / "ann" / "assignments" / "__pycache__").mkdir()         # not the student's bytes
+    (tmp_path / "ann" / "assignments" / "__pycache__" / "buckets.pyc").write_bytes(b"\0")
+    _zip(tmp_path / "ben.zip", "x = 3\n")                              # a new upload of ben's
+    assert resumed() == ["ben.zip", "cat"]                             # cat's error row is retried
+    assert resumed() == []
+    (tmp_path / "ann" / "assignments" / "buckets.py").write_text("x = 4\n")
+    assert resumed() == ["ann"]
+
+    other = tmp_path / "other.toml"                                    # a fresh run of ann alone, another course
+    other.write_text(TINY + "seed = 7\n")
+    batch.grade_many(paths[:1], out, str(other))
+    calls.clear()
+    batch.grade_many(paths, out, str(other), resume=True)
+    assert sorted(name for name, _ in calls) == ["ben.zip", "cat"]     # their results were the first course's
+
+
+def test_a_submissions_digest_is_its_bytes_and_its_files_names(tmp_path):
+    def folder(name, files):
+        for rel, text in files.items():
+            (tmp_path / name / rel).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / name / rel).write_text(text)
+        return batch.submission_sha256(tmp_path / name)
+
+    same = {"assignments/a.py": "a\n", "assignments/b.py": "b\n"}
+    first = folder("one", same)
+    assert folder("two", same) == first                                # where it lies is not its bytes
+    assert folder("three", {**same, "assignments/__pycache__/a.pyc": "x"}) == first
+    assert folder("four", {"assignments/a.py": "a\n", "assignments/c.py": "b\n"}) != first     # a rename
+    assert folder("five", {"assignments/a.py": "a\n", "assignments/b.py": "B\n"}) != first     # an edit
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "f.py").write_text("1\n")
+    (tmp_path / "one" / "linked").symlink_to(tmp_path / "outside")
+    linked = batch.submission_sha256(tmp_path / "one")
+    assert linked != first
+    (tmp_path / "outside" / "f.py").write_text("2\n")                   # links are not followed
+    assert batch.submission_sha256(tmp_path / "one") == linked
+    zipped = _zip(tmp_path / "z.zip", "x\n")
+    assert batch.submission_sha256(zipped) == _sha(zipped)
+    assert batch.submission_sha256(tmp_path / "nothing") is None
+
+
+def test_resume_refuses_another_course_another_grader_or_an_older_folder(tmp_path, fake_grader):
+    paths, course = _class(tmp_path)
+    out = tmp_path / "out"
+    batch.grade_many(paths, out, None, resume=True)                  # nothing to resume: a fresh folder
+    assert json.loads((out / "batch.json").read_text())["config"] is None
+    other = tmp_path / "other.toml"
+    other.write_text(TINY.replace("Tiny", "Other"))
+    with pytest.raises(ShardlabError, match=r"graded against another course.*new --out") as err:
+        batch.grade_many(paths, out, str(other), resume=True)
+    assert "Other course" in str(err.value) and "\n" not in str(err.value)
+
+    batch.grade_many(paths, out, str(course))
+    copy = tmp_path / "copy.toml"
+    copy.write_bytes(course.read_bytes())
+    batch.grade_many(paths, out, str(copy), resume=True)              # the same bytes: the same course
+    recorded = json.loads((out / "batch.json").read_text())
+    (out / "batch.json").write_text(json.dumps({**recorded, "grader_version": "0.0.1"}))
+    with pytest.raises(ShardlabError, match=r"graded by grader 0\.0\.1 and this is grader .*new --out"):
+        batch.grade_many(paths, out, str(course), resume=True)
+
+    (out / "batch.json").unlink()                                    # results, no batch.json: an older grader
+    with pytest.raises(ShardlabError, match="holds results but no batch.json"):
+        batch.grade_many(paths, out, str(course), resume=True)
+
+
+def test_resuming_against_another_course_is_one_line_from_the_command(tmp_path, fake_grader):
+    paths, course = _class(tmp_path)
+    batch.grade_many(paths, tmp_path / "out", str(course))
+    other = tmp_path / "other.toml"
+    other.write_text(TINY + "seed = 7\n")
+    done = run_cli("grade", *paths, "--out", str(tmp_path / "out"), "--resume", "--config", str(other), timeout=120)
+    assert_one_line_error(done, "graded against another course")
+    assert json.loads((tmp_path / "out" / "batch.json").read_text())["course"]["sha256"] == _sha(course)

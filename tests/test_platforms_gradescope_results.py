@@ -128,6 +128,19 @@ def test_a_submission_that_could_not_be_graded_says_why_once_per_question():
         "submission refused: assignments/&lt;b&gt;x&lt;/b&gt; is a symbolic link"] * 2
 
 
+def test_results_json_records_the_course_and_the_grader_in_extra_data():
+    course = {"name": "Systems for Large Models", "sha256": "ab" * 32}
+    stamps = {"course": course, "grader_version": "0.1.0+git.0123456789ab", "autograder_zip_sha256": "cd" * 32}
+    otter = {**_otter_results(), "extra_data": {"kept": 1}}
+    results = otter_runtime.gradescope_results(otter, {**REPORT, **stamps}, GradescopeConfig())
+    assert_gradescope_results(results)
+    assert results["extra_data"] == {"kept": 1, **stamps}
+    refused = otter_runtime.gradescope_results(_otter_results(), {"error": "no assignments/", **stamps},
+                                               GradescopeConfig())
+    assert_gradescope_results(refused)
+    assert refused["extra_data"] == stamps            # an ungraded submission says which course refused it
+
+
 def test_finalize_results_reads_the_shipped_course_config(tmp_path):
     ag = tmp_path / "autograder"
     for folder in ("source", "results", "shardlab"):

@@ -245,6 +245,7 @@ def test_a_gradescope_report_names_its_grader_and_its_autograder_zip(tmp_path, a
     assert report == on_disk and "error" in report
     assert on_disk["autograder_zip_sha256"] == digest
     assert on_disk["grader_version"].startswith(metadata.version("shardlab"))
+    assert on_disk["course"]["sha256"] == hashlib.sha256((source / "shardlab-course.toml").read_bytes()).hexdigest()
 
     (source / "shardlab-course.toml").write_text((source / "shardlab-course.toml").read_text() + "\n# edited\n")
     assert gx.autograder_digest(source) != digest              # another zip, another digest

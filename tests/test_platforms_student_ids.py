@@ -18,7 +18,7 @@ from shardlab.autograder.engine.variants import check_student_id, variant_config
 from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.platforms import otter as otter_runtime
 from shardlab.autograder.publish.roster import read_roster, roster_for_zip
-from shardlab.reference.config import GradescopeConfig
+from shardlab.reference.config import Draw, GradescopeConfig, default_draws
 
 pytestmark = pytest.mark.pure
 
@@ -33,8 +33,21 @@ def _sections(course) -> int:
     return len(answer_sheet(course)) * course.answer_points
 
 
+# `_course`'s draws, written as a course file's [variants]
+VARIANTS_TOML = """[variants]
+model.d_model = { min = 12288, max = 20480, step = 128 }
+model.d_ff = { min = 39936, max = 66560, step = 128 }
+model.num_blocks = { min = 95, max = 157 }
+buckets.model_bytes = { min = 40_000_000, max = 1_000_000_000, step = 4_000_000 }
+"""
+
+
 def _course(cfg, field="email"):
-    return dataclasses.replace(cfg, secret=SECRET, gradescope=GradescopeConfig(student_id_field=field))
+    """The shipped course with a secret, its variants drawing every question's numbers: the model
+    (default_draws) and the bucket model, so two students share no section of answers.toml."""
+    draws = (*default_draws(cfg), Draw("buckets.model_bytes", (), 40_000_000, 1_000_000_000, 4_000_000))
+    return dataclasses.replace(cfg, secret=SECRET, gradescope=GradescopeConfig(student_id_field=field),
+                               draws=draws)
 
 
 def _metadata(path, *users):
@@ -140,7 +153,7 @@ def test_not_in_the_roster_is_said_and_the_code_still_grades(cfg, tmp_path, monk
     The engine's code parts are stubbed full marks (no sandbox in this tier)."""
     source = tmp_path / "autograder" / "source"
     source.mkdir(parents=True)
-    config = _file(source / otter_runtime.CONFIG_FILE, f'[course]\nsecret = "{SECRET}"\n')
+    config = _file(source / otter_runtime.CONFIG_FILE, f'[course]\nsecret = "{SECRET}"\n' + VARIANTS_TOML)
     _file(source / ROSTER_FILE, ROSTER_MAP)
 
     class Walls:

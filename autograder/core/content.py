@@ -32,6 +32,13 @@ def folder(name: str) -> Path:
     return ROOT / name
 
 
+def shipped_course() -> Path:
+    """The shipped course config's file (reference/course.toml): what
+    `load_config(None)` reads, as a path a child process can be given
+    explicitly (batch grading never lets a child pick its course)."""
+    return folder("reference") / "course.toml"
+
+
 def repository() -> Path | None:
     """The source tree (the folder holding pyproject.toml), or None when
     shardlab runs from an installed wheel."""

@@ -44,6 +44,21 @@ def grader_version() -> str:
     return f"{version}+git.{head.stdout.strip()[:12]}" + (".dirty" if dirty.stdout.strip() else "")
 
 
+def course_stamp(cfg) -> dict[str, str]:
+    """The course a report was graded against: its name and the sha256 of its
+    config file's bytes (`CourseConfig.sha256`). Every report carries it, beside
+    grader_version."""
+    return {"name": cfg.course_name, "sha256": cfg.sha256}
+
+
+def course_shown(course: dict | None) -> str:
+    """A course stamp in one short line ("Systems for Large Models (sha256 1a2b3c4d5e6f)"); "" without one."""
+    if not course:
+        return ""
+    name = " ".join(str(course.get("name", "")).split())         # one line, whatever the TOML string held
+    return f"{name} (sha256 {str(course.get('sha256', ''))[:12]})"
+
+
 @dataclass
 class GroupResult:
     """One group of a part's cases (`Case.group`): its share of
@@ -101,7 +116,8 @@ class Report:
     what the student's code printed (capped, and the bytes it tried to
     print), the walls it ran in (`sandbox.walls`), the parts the grader
     itself failed on ([{part, error}]: regrade these), the grader that
-    made it (grader_version()) and the written answers (`engine.writeup`:
+    made it (grader_version()), the course it was graded against
+    (`course_stamp`: {name, sha256}) and the written answers (`engine.writeup`:
     the student's text, shown only through `sandbox.untrusted`)."""
 
     submission: str
@@ -114,6 +130,7 @@ class Report:
     internal_errors: list[dict] = field(default_factory=list)
     grader_version: str = field(default_factory=grader_version)
     written: dict[str, str] = field(default_factory=dict)   # manual part id -> the answer in writeup.md
+    course: dict[str, str] = field(default_factory=dict)    # course_stamp(cfg)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -31,7 +31,7 @@ from shardlab.autograder.core.phases import mark, phase
 from shardlab.autograder.engine.plan import case_groups, expected_or_error, group_points, part_cases
 from shardlab.autograder.engine.probes import PROBES, starts, traces
 from shardlab.autograder.core.results import (INTERNAL_ERROR, GroupResult, PartResult, QuestionResult, Report,
-                                                internal_error_result)
+                                                course_stamp, internal_error_result)
 from shardlab.autograder.engine.submission import open_submission
 from shardlab.autograder.kit.timelines.drawing import timeline
 from shardlab.autograder.engine.writeup import read_writeup, written_feedback
@@ -274,7 +274,8 @@ def grade_folder(root: Path, cfg, limits: Limits = Limits(), label: str | None =
     written = {p.id: sections[p.id] for q in qresults for p in q.parts
                if p.kind == "manual" and sections and sections.get(p.id)}
     return Report(label or str(root), sum(q.score for q in qresults), sum(q.max_score for q in qresults),
-                  qresults, output, printed, walls.describe(), internal, written=written)
+                  qresults, output, printed, walls.describe(), internal, written=written,
+                  course=course_stamp(cfg))
 
 
 def grade_path(path: str | Path, cfg, limits: Limits = Limits(), student_id=None) -> Report:

@@ -24,7 +24,6 @@ import re
 from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.sandbox.untrusted import one_line
 from shardlab.reference.config import CourseConfig, default_draws, with_values
-from shardlab.reference.memory import param_count
 
 # also a safe folder name; long enough for an email address (at most 254 characters), which is
 # the student id on Gradescope without a roster (`answer_sheet`)
@@ -38,9 +37,9 @@ def variant_seed(secret: str, student_id: str) -> str:
 
 
 def model_name(d_model: int, d_ff: int, num_blocks: int) -> str:
-    """A drawn model is named for what it is, its size: "FFN-68B" (2·D·F·L parameters)."""
-    params = param_count(d_model, d_ff, num_blocks)
-    return f"FFN-{params / 1e9:.0f}B" if params >= 1e9 else f"FFN-{params / 1e6:.0f}M"
+    """A drawn model is named for what it is, its shape: "FFN-L108-D12288-F40960" (blocks,
+    width, FFN width). Not its size: the parameter count is an answer of question 1."""
+    return f"FFN-L{num_blocks}-D{d_model}-F{d_ff}"
 
 
 def _drawn(cfg: CourseConfig, rng: random.Random) -> dict:

@@ -25,11 +25,24 @@ inside the otter zip), so a regrade after a fix can be told from the grading
 it replaces. A record whose submission the grader refused as not gradable
 (exit status 2: no assignments/, a link, too big) has `refused: true`;
 `gradescope_export` scores those 0, as Gradescope did.
+
+A batch folder remembers its course. Every record carries `course` (its
+name and the sha256 of the config file, `results.course_stamp`) and
+`submission_sha256` (`submission_sha256`: the bytes graded), and OUT/batch.json
+holds the course, the config file (null: the shipped course) and the
+grader_version of the run. Every child grader is given that course as an
+explicit, absolute `--config`, so none resolves its working directory
+(`autograder.course_file`). `--resume` (`check_resumable`) refuses a folder
+graded against another course or by another grader version, or one holding
+results but no batch.json (an older grader's); it keeps a result only when
+its status is "ok" and its submission's bytes are unchanged, and grades the
+rest again (error rows are retried).
 """
 from __future__ import annotations
 
 import contextlib
 import csv
+import hashlib
 import io
 import json
 import os
@@ -39,11 +52,14 @@ import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from shardlab.autograder.core.results import grader_version
+from shardlab.autograder.core import content
+from shardlab.autograder.core.errors import ShardlabError
+from shardlab.autograder.core.results import course_shown, course_stamp, grader_version
 from shardlab.autograder.sandbox import untrusted, zygote
 
 GRADE_TIMEOUT_SECONDS = 900
 ATTEMPTS = 2
+BATCH_FILE = "batch.json"     # OUT/batch.json: the course and grader a batch folder was graded with
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -65,10 +81,11 @@ def submission_names(paths: list[str]) -> dict[str, str]:
 
 def grade_in_subprocess(path: str, config_path: str | None, env: dict[str, str] | None = None) -> dict:
     """One supervised attempt; returns the report dict or an error record.
-    `env`: added to this process's environment (the batch's zygote)."""
-    cmd = [sys.executable, "-m", "shardlab.autograder.cli", "grade", path, "--json"]
-    if config_path:
-        cmd += ["--config", config_path]
+    `env`: added to this process's environment (the batch's zygote). The
+    child is always named its course, as an absolute path (None: the shipped
+    course's file), so it never looks for one in its working directory."""
+    course = os.path.abspath(config_path) if config_path else str(content.shipped_course())
+    cmd = [sys.executable, "-m", "shardlab.autograder.cli", "grade", path, "--json", "--config", course]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=GRADE_TIMEOUT_SECONDS,
                               start_new_session=True, env={**os.environ, **(env or {})})
@@ -124,6 +141,8 @@ def feedback_markdown(name: str, report: dict) -> str:
                   f"{', '.join(e['part'] for e in report['internal_errors'])}: they will be regraded.**", ""]
     if report.get("walls"):
         lines += [f"_Graded with {report['walls']}._", ""]
+    if report.get("course"):
+        lines += [f"_Course: {untrusted.markdown(course_shown(report['course']))}._", ""]
     for q in report["questions"]:
         lines += [f"## Question {q['id']} — {q['title']} ({q['score']:g} / {q['max_score']:g})", ""]
         for p in q["parts"]:
@@ -137,8 +156,9 @@ def feedback_markdown(name: str, report: dict) -> str:
 
 def gradebook_csv(results: dict[str, dict]) -> str:
     """One row per submission, one column per part, plus total, status, the
-    parts to regrade because the grader failed on them (internal_errors), and
-    which grader graded it (grader_version, autograder_zip_sha256)."""
+    parts to regrade because the grader failed on them (internal_errors),
+    which grader graded it (grader_version, autograder_zip_sha256) and
+    against which course (course: its name and short sha256)."""
     part_ids = []
     for r in results.values():
         for q in r.get("questions", []):
@@ -148,14 +168,15 @@ def gradebook_csv(results: dict[str, dict]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["submission", *part_ids, "total", "max_score", "status", "error", "internal_errors",
-                "grader_version", "autograder_zip_sha256"])
+                "grader_version", "autograder_zip_sha256", "course"])
     for name in sorted(results):
         r = results[name]
         scores = {p["id"]: f"{p['score']:g}" for q in r.get("questions", []) for p in q["parts"]}
         total = (f"{r['score']:g}", f"{r['max_score']:g}") if r["status"] == "ok" else ("", "")
         regrade = " ".join(e["part"] for e in r.get("internal_errors", []))
         w.writerow([name, *[scores.get(i, "") for i in part_ids], *total, r["status"], r.get("error", ""),
-                    regrade, r.get("grader_version", ""), r.get("autograder_zip_sha256") or ""])
+                    regrade, r.get("grader_version", ""), r.get("autograder_zip_sha256") or "",
+                    course_shown(r.get("course"))])
     return buf.getvalue()
 
 
@@ -166,19 +187,32 @@ def grade_many(paths: list[str], out: Path, config_path: str | None, jobs: int =
 
     annotations: {path: fields} added to that path's record (the Gradescope
     export's submitters, for one); refused: {path: reason} recorded as a
-    refused submission without grading it (a front end that already knows)."""
+    refused submission without grading it (a front end that already knows).
+
+    config_path: the course (None: the shipped course), given to every child
+    as an absolute --config and recorded in OUT/batch.json. With `resume`,
+    `check_resumable` first; then a result is kept only when it is "ok" and
+    its submission's bytes are those it graded (`submission_sha256`)."""
+    from shardlab.reference.config import load_config
+    config_path = os.path.abspath(config_path) if config_path else None
+    cfg = load_config(config_path)
+    batch = {"course": course_stamp(cfg), "config": config_path, "grader_version": grader_version()}
+    if resume:
+        check_resumable(out, batch)
     results_dir, feedback_dir = out / "results", out / "feedback"
     results_dir.mkdir(parents=True, exist_ok=True)
     feedback_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(out / BATCH_FILE, json.dumps(batch, indent=1))
     names = submission_names(paths)
+    digests = {path: submission_sha256(path) for path in names}   # before grading: a later change regrades
     results: dict[str, dict] = {}
     todo = []
     for path, name in names.items():
-        done = results_dir / f"{name}.json"
-        if resume and done.is_file():
-            results[name] = json.loads(done.read_text())
+        kept = _kept_result(results_dir / f"{name}.json", digests[path], batch) if resume else None
+        if kept is not None:
+            results[name] = kept
             if on_result:
-                on_result(name, results[name], skipped=True)
+                on_result(name, kept, skipped=True)
         else:
             todo.append(path)
 
@@ -191,7 +225,9 @@ def grade_many(paths: list[str], out: Path, config_path: str | None, jobs: int =
                 if not report.pop("retry", False):
                     break
         report["submission"] = path
+        report["submission_sha256"] = digests[path]
         report.setdefault("grader_version", grader_version())   # error records too: every result says who
+        report.setdefault("course", batch["course"])             # and against which course
         report.update((annotations or {}).get(path, {}))
         return report
 
@@ -211,9 +247,91 @@ def grade_many(paths: list[str], out: Path, config_path: str | None, jobs: int =
             if on_result:
                 on_result(name, report, skipped=False)
     write_atomic(out / "gradebook.csv", gradebook_csv(results))
-    from shardlab.reference.config import load_config
-    write_written_answers(out / "written", results, load_config(config_path))
+    write_written_answers(out / "written", results, cfg)
     return results
+
+
+def submission_sha256(path: str | Path) -> str | None:
+    """The bytes a submission's result was graded from: a file's (a zip's)
+    sha256; for a folder, one sha256 over its files' relative paths and bytes
+    (a link: its target's text), walked without following links, in sorted
+    order, skipping __pycache__; None when there is nothing at `path`."""
+    path = Path(path)
+    if path.is_file():
+        digest = hashlib.sha256()
+        with path.open("rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+        return digest.hexdigest()
+    if not path.is_dir():
+        return None
+    entries = []
+    for root, dirs, files in os.walk(path):          # never follows a link to a folder
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+            entries.append(os.path.relpath(os.path.join(root, name), path))
+    total = hashlib.sha256()
+    for rel in sorted(entries):
+        full = os.path.join(path, rel)
+        total.update(rel.encode("utf-8", "surrogateescape") + b"\0")
+        try:
+            if os.path.islink(full):
+                total.update(b"link\0" + os.readlink(full).encode("utf-8", "surrogateescape"))
+            elif os.path.isfile(full):
+                with open(full, "rb") as f:
+                    file_digest = hashlib.file_digest(f, "sha256")
+                total.update(b"file\0" + file_digest.digest())
+            else:                                   # a fifo, a socket: its name only
+                total.update(b"other\0")
+        except OSError as exc:                      # unreadable here: so be it, but say so in the digest
+            total.update(b"unreadable\0" + type(exc).__name__.encode())
+        total.update(b"\n")
+    return total.hexdigest()
+
+
+def check_resumable(out: Path, batch: dict) -> None:
+    """Refuse (one line) to resume into `out` unless its batch.json names this
+    run's course (sha256) and grader version. A folder holding results but no
+    batch.json was graded by an older grader, which did not record them."""
+    recorded = out / BATCH_FILE
+    if not recorded.is_file():
+        if any((out / "results").glob("*.json")):
+            raise ShardlabError(f"cannot resume {out}: it holds results but no {BATCH_FILE}, so an older grader "
+                                f"made them against a course it did not record; grade into a new --out")
+        return
+    try:
+        before = json.loads(recorded.read_text(encoding="utf-8"))
+        course, version = before["course"], before["grader_version"]
+        sha = course["sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise ShardlabError(f"cannot resume {out}: its {BATCH_FILE} is unreadable; grade into a new --out") from None
+    if sha != batch["course"]["sha256"]:
+        where = untrusted.one_line(str(before.get("config") or "the shipped course"), 300)
+        raise ShardlabError(f"cannot resume {out}: it was graded against another course, "
+                            f"{course_shown(course)} from {where}, and this run's is "
+                            f"{course_shown(batch['course'])}; resume with that course's --config, or grade into a "
+                            f"new --out")
+    if version != batch["grader_version"]:
+        raise ShardlabError(f"cannot resume {out}: it was graded by grader {untrusted.one_line(str(version), 200)} "
+                            f"and this is grader "
+                            f"{batch['grader_version']}; grade into a new --out")
+
+
+def _kept_result(done: Path, digest: str | None, batch: dict) -> dict | None:
+    """A result of an earlier run that --resume keeps: graded ("ok", not an
+    error row, which is retried) from the submission's current bytes, by this
+    batch's course and grader (a result left by a run without --resume into
+    the same folder may be another's)."""
+    try:
+        report = json.loads(done.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(report, dict) or report.get("status") != "ok":
+        return None
+    same = (report.get("submission_sha256") == digest
+            and (report.get("course") or {}).get("sha256") == batch["course"]["sha256"]
+            and report.get("grader_version") == batch["grader_version"])
+    return report if same else None
 
 
 def _fenced(text: str) -> str:

@@ -53,6 +53,7 @@ _OTTER_OWN = {ENTRY_FILE, "tests", "__init__.py"}   # what otter itself puts in 
 
 _reports: dict[str, dict] = {}
 WRITTEN_CAP = 8000          # characters of a written answer shown on Gradescope (the file is there in full)
+STAMPS = ("course", "grader_version", "autograder_zip_sha256")   # a report's, kept in results.json's extra_data
 
 
 def question_file_title(question_id: str, title: str) -> str:
@@ -103,15 +104,20 @@ def graded(handle: dict) -> dict:
         from shardlab.autograder.engine.grading import grade_path
         from shardlab.autograder.core.errors import ShardlabError
         from shardlab.reference.config import load_config
+        from shardlab.autograder.core.results import course_stamp
+        course = None
         try:
             from shardlab.autograder.engine.answer_sheet import ROSTER_FILE, gradescope_submitters
             cfg = load_config(handle["config"])
+            course = course_stamp(cfg)          # an error report says which course too
             students = gradescope_submitters(handle.get("metadata"), cfg, Path(handle["config"]).with_name(ROSTER_FILE))
             report = grade_path(handle["root"], cfg, student_id=students).to_dict()
         except ShardlabError as exc:
             report = {"error": str(exc)}
         except Exception as exc:   # a shardlab bug: every case says so; grade only once anyway
             report = {"error": f"shardlab internal error: {type(exc).__name__}: {exc}"}
+        if course is not None:
+            report.setdefault("course", course)
         from shardlab.autograder.platforms.gradescope_export import zip_stamp
         report.update(zip_stamp(Path(handle["config"]).parent))   # which grader, which zip (source/)
         out = Path(handle["report"])
@@ -210,7 +216,10 @@ def gradescope_results(results: dict, report: dict, settings) -> dict:
     - output formats are explicit: shardlab's text is HTML-escaped
       (`untrusted.html`), so the top-level output and each question's
       are `simple_format` (HTML, line breaks kept); any other entry (otter's
-      own failure reports) stays plain `text`.
+      own failure reports) stays plain `text`;
+    - the report's stamps (`STAMPS`: the course graded against, the grader's
+      version, the autograder zip's digest) go in the top-level `extra_data`,
+      the one place the spec leaves free-form.
 
     When the submission could not be graded, each question's output is the
     report's error, once; without a report (the entry file found no
@@ -233,6 +242,9 @@ def gradescope_results(results: dict, report: dict, settings) -> dict:
         results["output_format"] = "simple_format"
     results["test_output_format"] = "text"
     results["stdout_visibility"] = settings.stdout_visibility
+    stamps = {k: report[k] for k in STAMPS if report.get(k)}
+    if stamps:          # which grader and course: the spec's free-form extra_data, stored, not shown
+        results["extra_data"] = {**(results.get("extra_data") or {}), **stamps}
     return results
 
 
