@@ -302,7 +302,9 @@ def answers(config_path, as_json):
                    "email): one handout per student, own numbers (needs [course].secret).")
 def build(config_path, out_dir, roster):
     """Handout (md, html, notebook), solutions, starter kit, otter autograder zip."""
+    from shardlab.autograder.engine.variants import check_drawable
     cfg, config_path = _config(config_path)      # the zip ships the course actually read
+    check_drawable(cfg)                          # a [variants] nothing valid comes from: one line, now
     _build_all(cfg, config_path, Path(out_dir), roster)
 
 

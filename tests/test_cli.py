@@ -75,3 +75,12 @@ def _bad(tmp_path):
 def test_bad_input_is_one_line_and_nonzero(tmp_path, case):
     args, message = _bad(tmp_path)[case]
     assert_one_line_error(run_cli(*args), message)
+
+
+def test_a_variants_section_nothing_valid_comes_from_stops_build_in_one_line(tmp_path):
+    """100 or 101 blocks never split into the shipped course's 6 stages x 3 chunks (18 divides
+    neither): every draw breaks the course's own rule, before anything is written."""
+    (tmp_path / "c.toml").write_text('[course]\nsecret = "s"\n[variants]\nmodel.num_blocks = [100, 101]\n')
+    done = run_cli("build", "--config", str(tmp_path / "c.toml"), "--out", str(tmp_path / "out"))
+    assert_one_line_error(done, "no variant drawn from [variants] in 1000 tries")
+    assert not (tmp_path / "out").exists()
