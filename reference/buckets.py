@@ -57,9 +57,21 @@ def worked(cfg) -> dict[str, Worked]:
     b_opt = optimal_bucket_bytes(s, w, o)
     one = ddp_overhead_seconds(s, w, o, 1)
     best = ddp_overhead_seconds(s, w, o, n_opt)
+    overhead_one = Worked("overhead with a single bucket", "o + s / w",
+                          f"{sci(o)} s + {n(s)} B / {sci(w)} B/s", one, f"{sci(one)} s")
+    if n_opt < 1:
+        # below one bucket the overhead only grows with n_b (o − s/(n_b² w) > 0 for n_b >= 1): one bucket is best
+        return {
+            "overhead_one": overhead_one,
+            "n_opt": Worked("optimal number of buckets", "n_b* = max(1, sqrt(s / (w · o)))",
+                            f"max(1, sqrt({n(s)} / ({sci(w)} · {sci(o)}))) = max(1, {n_opt:.2f})", 1, "1 bucket"),
+            "b_opt": Worked("optimal bucket size", "b* = s / n_b* = s", f"{n(s)} / 1", s,
+                            f"{n(s)} bytes = {s / MiB:.2f} MB"),
+            "overhead_opt": Worked("overhead at the optimum", "o + s / w", overhead_one.substituted, one,
+                                   f"{sci(one)} s"),
+        }
     return {
-        "overhead_one": Worked("overhead with a single bucket", "o + s / w",
-                               f"{sci(o)} s + {n(s)} B / {sci(w)} B/s", one, f"{sci(one)} s"),
+        "overhead_one": overhead_one,
         "n_opt": Worked("optimal number of buckets", "n_b* = sqrt(s / (w · o))",
                         f"sqrt({n(s)} / ({sci(w)} · {sci(o)}))", n_opt, f"{n_opt:.2f} buckets"),
         "b_opt": Worked("optimal bucket size", "b* = s / n_b* = sqrt(s · w · o)",

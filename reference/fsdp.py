@@ -97,6 +97,13 @@ def worked(cfg) -> dict[str, Worked]:
             f"2 ** ((2 · {n(t)} / {sci(c)} − {b} / {sci(net.beta)}) · {n(unit)} / {sci(net.alpha)})",
             pmax, "no limit within float range" if math.isinf(pmax) else
             ("1: the bandwidth term alone already exceeds the forward" if pmax == 1.0 else f"{pmax:.4g} devices"))
+        if p == 1:      # one device gathers nothing (the whole time is 0): nothing to hide, no token count
+            out[f"allgather_{key}"] = Worked(
+                f"all-gather of one unit, {net.name}, p = {p}", "0 for p = 1", "nothing to gather", 0.0,
+                "0 ms: one device holds the whole unit, hidden behind the forward")
+            out[f"tokens_{key}"] = Worked(
+                f"tokens per device to hide the all-gather, {net.name}, p = {p}", "none for p = 1",
+                "nothing to hide", None, "none: with nothing to gather, any number of tokens hides it")
     num_params = 2 * unit * cfg.model.num_blocks
     p = f.inter_devices
     vol = step_comm_bytes(num_params, p, b)

@@ -183,6 +183,12 @@ def worked(cfg) -> dict[str, Worked]:
                         f"ceil(({p} − 1) · (1 − {target:g}) / {target:g})", m_min,
                         "impossible" if m_min is None else f"m = {m_min}"),
     }
+    if p == 1 or target >= 1:
+        # the bound is <= 0 (no bubble, or a target every fraction meets): the fewest is one micro-batch
+        out["min_m"] = Worked(out["min_m"].quantity, "m = max(1, ceil((p − 1) · (1 − t) / t))",
+                              f"max(1, {out['min_m'].substituted})", m_min, f"m = {m_min}")
+    if p == 1:
+        del out["p2p"]          # a single stage has no boundary to cross
     for stage, where in ((0, "first"), (p - 1, "last")):
         k = inflight_microbatches("1f1b", p, m, stage)
         out[f"inflight_1f1b_{where}"] = Worked(

@@ -20,9 +20,15 @@ def context(cfg, solutions: bool, figures: dict | None = None, student: dict | N
     {id, name, answers} for a per-student handout (`roster`)."""
     qs = []
     for q in questions(cfg):
+        sentence = q.degenerate(cfg) if q.degenerate else None
         qs.append(dict(
             number=q.number, title=q.title, module=q.module, template=f"questions/{q.template}",
             worked=q.worked(cfg) if q.worked else {},
+            # what this course's numbers make of a degenerate sub-question (`questions.degeneracies`), with
+            # derived numbers: only the solutions print it; a handout only asks why the sub-question is
+            # degenerate (`is_degenerate`, or the worked values, say which is)
+            degenerate=sentence if solutions else None,
+            is_degenerate=bool(sentence),
             parts=[dict(id=p.id, title=p.title, points=part_points(p, cfg), kind=p.kind,
                         description=p.description,
                         mistakes=[m.message for m in p.misconceptions]) for p in q.parts],
@@ -37,7 +43,11 @@ def context(cfg, solutions: bool, figures: dict | None = None, student: dict | N
             return ""
         path, alt, _ = diagrams[name]
         return f"![{alt}]({path})"
-    return dict(cfg=cfg, questions=qs, solutions=solutions, figures=figures or {}, student=student, figure=figure)
+    # a course that sets some of the bank's questions keeps their numbers (so Task 4.1 is question 4's
+    # everywhere: stubs, tests, feedback, Gradescope); the conventions say so when numbers are skipped
+    bank = len(questions(None))
+    return dict(cfg=cfg, questions=qs, solutions=solutions, figures=figures or {}, student=student, figure=figure,
+                bank_size=bank)
 
 
 def write_figures(cfg, out: Path, solutions: bool) -> list[Path]:

@@ -14,10 +14,13 @@ import importlib
 import pkgutil
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.core.parts import Part
+
+if TYPE_CHECKING:
+    from shardlab.reference.config import CourseConfig
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,9 @@ class Question:
     parts: tuple[Part, ...]
     worked: Callable[[Any], dict[str, Any]] | None = None  # cfg -> dict[str, Worked], the answer key's derivations
     figures: tuple = ()    # its teaching figures (core.drawing.Diagram), placed by the template by name
+    # cfg -> one sentence saying what happens instead when this course's numbers leave a sub-question
+    # without a sensible answer ("1 (b): no FSDP degree fits ..."), None when they do not (`degeneracies`)
+    degenerate: Callable[[CourseConfig], str | None] | None = None
 
 
 @lru_cache(maxsize=1)
@@ -95,6 +101,19 @@ def check_points_config(cfg) -> None:
     if unset:
         raise ShardlabError(f"config [points] gives points to {', '.join(unset)}, of questions this course "
                             f"does not set ([course] questions: {', '.join(sorted(chosen))})")
+
+
+def degeneracies(cfg) -> dict[str, str]:
+    """{question module: sentence} for the questions this course sets (`questions(cfg)`) whose numbers
+    make a sub-question degenerate (no FSDP degree fits, no batch is compute bound, fewer than one
+    bucket, a one-stage pipeline...): what happens instead, with the reference's numbers. Empty when
+    none is. `shardlab build` warns of each; the handout and the solutions say so."""
+    found = {}
+    for q in questions(cfg):
+        sentence = q.degenerate(cfg) if q.degenerate else None
+        if sentence:
+            found[q.module] = sentence
+    return found
 
 
 def answer_key(cfg) -> dict[str, dict]:

@@ -19,6 +19,7 @@ from shardlab.autograder.questions.buckets.figures import FIGURES
 from shardlab.autograder.kit.timelines import Drawn
 from shardlab.reference import buckets as ref
 from shardlab.reference.cache import once_per_machine
+from shardlab.reference.derivation import sci
 from shardlab.reference.specs import MiB
 
 M = "buckets"
@@ -177,5 +178,20 @@ PARTS = (
               drawn=Drawn("bucketed-ddp", "step 2", "overlap")),
 )
 
+
+
+def _degenerate(cfg) -> str | None:
+    """(b)'s stationary point sqrt(s / (w·o)) below one bucket: the overhead n_b·o + s/(n_b·w) only grows
+    for n_b >= 1 (its derivative o − s/(n_b²·w) > 0), so one bucket is the optimum."""
+    b = cfg.buckets
+    stationary = ref.optimal_num_buckets(b.model_bytes, b.bandwidth, b.call_overhead)
+    if stationary >= 1:
+        return None
+    one = ref.ddp_overhead_seconds(b.model_bytes, b.bandwidth, b.call_overhead, 1)
+    return (f"4 (b): sqrt(s / (w·o)) ≈ {stationary:.2f} is below one bucket: every bucket past the first adds "
+            f"more call overhead than it hides transfer, so one bucket, the whole model, is the optimum, with "
+            f"an overhead of {sci(one)} s")
+
+
 QUESTION = Question(number=4, module=M, title="DDP gradient bucket sizes", template="buckets.md.j2",
-                    parts=PARTS, worked=ref.worked, figures=FIGURES)
+                    parts=PARTS, worked=ref.worked, figures=FIGURES, degenerate=_degenerate)

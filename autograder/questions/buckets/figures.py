@@ -88,7 +88,7 @@ def _draw_overhead(cfg, to_scale: bool):
     from shardlab.reference.derivation import sci
     b, w = cfg.buckets, worked(ref.worked, cfg)
     s, bw, o = b.model_bytes, b.bandwidth, b.call_overhead
-    best = ref.optimal_num_buckets(s, bw, o)
+    best = w["n_opt"].value      # sqrt(s / (w·o)), or one bucket when that falls below one (a degenerate course)
     n = np.logspace(0, math.log10(max(best, 1.0) * 30), 300)
     cost = np.array([ref.ddp_overhead_seconds(s, bw, o, float(k)) for k in n])
     fig, ax = plt.subplots(figsize=(7.6, 4.3), dpi=DPI)
@@ -119,11 +119,13 @@ def _draw_overhead(cfg, to_scale: bool):
 
 
 def _overhead_alt(cfg) -> str:
-    w = worked(ref.worked, cfg)
+    w, b = worked(ref.worked, cfg), cfg.buckets
+    below_one = ref.optimal_num_buckets(b.model_bytes, b.bandwidth, b.call_overhead) < 1   # a degenerate course
     return (f"DDP overhead against the number of buckets, log-log, for the course's numbers: "
             f"{w['overhead_one'].shown} with one bucket, lowest at {w['n_opt'].shown} "
-            f"({w['b_opt'].shown} each) with {w['overhead_opt'].shown}, where the calls' overhead equals the "
-            f"exposed transfer.")
+            f"({w['b_opt'].shown} each) with {w['overhead_opt'].shown}, "
+            + ("since the calls' overhead exceeds the exposed transfer at every number of buckets."
+               if below_one else "where the calls' overhead equals the exposed transfer."))
 
 
 FIGURES = (

@@ -8,6 +8,7 @@ from shardlab.autograder.kit.checks.comm4d import MESH_VOLUMES
 from shardlab.autograder.questions import Question
 from shardlab.autograder.questions.comm4d.figures import FIGURES
 from shardlab.reference import comm4d as ref
+from shardlab.reference.derivation import n, sci
 from shardlab.reference.specs import HARDWARE
 
 M = "comm4d"
@@ -210,5 +211,26 @@ WRITTEN_B = written_part("3.b", M, "(b) written: when is the mesh compute bound?
 FREE_RESPONSE = written_part("3.7", M, "(d) a smaller batch, still compute bound",
                              "in writeup.md, graded by hand: a paragraph backed by references or equations")
 
+
+
+def _degenerate(cfg) -> str | None:
+    """(b) has no batch when the TP comms never hide (F·W_ici·M_Y < Y·C overlapped, <= summed), and then
+    (c) and (d), which start from it, have none either; (c) has no volumes when F does not split over Y."""
+    m, mesh, c, w = _course(cfg)
+    f, y = m.d_ff, mesh.y
+    if ref.min_batch_compute_bound(m.d_model, f, mesh.x, y, c, w, mesh.m_x, mesh.m_y, mesh.overlap) is None:
+        how = "overlapped" if mesh.overlap else "summed"
+        return (f"3 (b)-(d): no batch makes this mesh compute bound (comms {how}): the TP comms grow with B as "
+                f"fast as the math and are never hidden, F·W_ici·M_Y = {sci(f * w * mesh.m_y)} "
+                f"{'<' if mesh.overlap else '≤'} Y·C = {sci(y * c)}, so (c) has no batch to count the "
+                "collectives at and (d) no batch to lower")
+    if f % y:
+        return (f"3 (c): F = {n(f)} does not split evenly over Y = {y} tensor-parallel chips, so the weight "
+                "shards W_in[D_X, F_Y] and W_out[F_Y, D_X] are not whole and the collectives have no "
+                "volume per chip")
+    return None
+
+
 QUESTION = Question(number=3, module=M, title="4D communication accounting", template="comm4d.md.j2",
-                    parts=PARTS + (WRITTEN_B, FREE_RESPONSE, REAL_RUN), worked=ref.worked, figures=FIGURES)
+                    parts=PARTS + (WRITTEN_B, FREE_RESPONSE, REAL_RUN), worked=ref.worked, figures=FIGURES,
+                    degenerate=_degenerate)

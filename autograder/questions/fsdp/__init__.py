@@ -257,5 +257,21 @@ WRITTEN = (
                  "in writeup.md, graded by hand: your calculations and a one-sentence answer to (a)"),
 )
 
+
+
+def _degenerate(cfg) -> str | None:
+    """(a) on a network of p = 1 device: nothing is all-gathered (the whole time is 0, docs/spec.md,
+    question 2), so there is nothing to hide and no token count to find (Task 2.5 is for p >= 2)."""
+    f = cfg.fsdp
+    alone = [where for where, p in (("within a node", f.intra_devices), ("across nodes", f.inter_devices))
+             if p == 1]
+    if not alone:
+        return None
+    return (f"2 (a): with p = 1 device {' and '.join(alone)} there is nothing to all-gather: the "
+            "all-gather takes no time, so it is hidden at any number of tokens and no token count is needed"
+            + (", and a rank receives nothing per step" if f.inter_devices == 1 else ""))
+
+
 QUESTION = Question(number=2, module=M, title="FSDP", template="fsdp.md.j2",
-                    parts=ANALYTIC + RUN_PARTS + WRITTEN, worked=ref.worked, figures=FIGURES)
+                    parts=ANALYTIC + RUN_PARTS + WRITTEN, worked=ref.worked, figures=FIGURES,
+                    degenerate=_degenerate)

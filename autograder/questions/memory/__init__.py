@@ -9,7 +9,7 @@ from shardlab.autograder.core.parts import (EXACT_INT, REAL, Call, Case, Compare
 from shardlab.autograder.questions import Question
 from shardlab.reference import memory as ref
 from shardlab.reference.memory_measure import measure_training_step
-from shardlab.reference.specs import HARDWARE
+from shardlab.reference.specs import GB, HARDWARE
 
 M = "memory"
 GIB = 2**30
@@ -114,7 +114,7 @@ def _gib_devices(total_bytes, device_bytes):
 
 
 GIB_MSG = ("matches mixing GiB (2^30 bytes) with GB: device capacities are in GB = 10^9 bytes "
-           "(an 80 GB H100 holds 80e9 bytes)")
+           "(a device sold as 80 GB holds 80e9 bytes, not 80 · 2^30)")
 ALL_SHARDED_MSG = ("matches sharding all activations: only every second layer's activations are "
                    "sharded; the other half stays replicated on every device")
 
@@ -194,5 +194,17 @@ WRITTEN = (
                  "in writeup.md, graded by hand: your calculation and a one-sentence answer to (b)"),
 )
 
+
+def _degenerate(cfg) -> str | None:
+    """(b) has no answer when the replicated half of the activations alone fills the device:
+    (S + A/2)/N + A/2 > A/2 >= capacity at every N (docs/spec.md, question 1)."""
+    state, act = _course_totals(cfg)
+    dev = cfg.fsdp_device
+    if ref.min_fsdp_degree(state, act, dev.capacity_bytes) is not None:
+        return None
+    return (f"1 (b): no FSDP degree fits one {dev.name} ({dev.capacity_gb:g} GB): the replicated half of "
+            f"the activations alone is {act / 2 / GB:,.2f} GB")
+
+
 QUESTION = Question(number=1, module=M, title="Memory accounting", template="memory.md.j2",
-                    parts=PARTS + (REAL_RUN, *WRITTEN), worked=ref.worked)
+                    parts=PARTS + (REAL_RUN, *WRITTEN), worked=ref.worked, degenerate=_degenerate)

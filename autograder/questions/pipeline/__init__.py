@@ -303,5 +303,32 @@ DISTRIBUTED_PARTS = (
               misconceptions=(Misconception("GPipe", GPIPE_ORDER_MSG, lambda case: _limits(case, schedule.gpipe)),)),
 )
 
+
+
+def _degenerate(cfg) -> str | None:
+    """A one-stage pipeline (no bubble, no boundary: every part but (c) has nothing to ask), one chunk per
+    stage ((b) is no interleaving), and a target no m reaches or every m reaches ((e): the bubble fraction
+    (p − 1)/(m + p − 1) is positive for p > 1 and below 1 for every m)."""
+    pipe = cfg.pipeline
+    p, v, pct = pipe.stages, pipe.chunks, pipe.target_bubble_percent
+    if p == 1:
+        return ("5: the pipeline has a single stage (p = 1): no stage ever waits, so there is no bubble (its "
+                "fraction and ratio are 0) for interleaving or more micro-batches to shrink, no stage boundary "
+                "for anything to cross, and one micro-batch meets any target")
+    found = []
+    if v == 1:
+        frac = ref.bubble_fraction(p, pipe.microbatches)
+        found.append(f"5 (b): v = 1 chunk per stage is no interleaving: the bubble fraction stays {frac:.4f}, "
+                     "as in (a)")
+    fewest = ref.min_microbatches(p, pct / 100)
+    if fewest is None:
+        found.append(f"5 (e): no number of micro-batches brings the bubble fraction to at most {pct} %")
+    elif pct >= 100:
+        found.append(f"5 (e): the bubble fraction is below 100 % for every m, so a target of {pct} % is met by "
+                     "any number of micro-batches: the fewest is 1")
+    return "; ".join(found) or None
+
+
 QUESTION = Question(number=5, module=M, title="Pipeline parallelism", template="pipeline.md.j2",
-                    parts=ANALYTIC_PARTS + DISTRIBUTED_PARTS, worked=ref.worked, figures=FIGURES)
+                    parts=ANALYTIC_PARTS + DISTRIBUTED_PARTS, worked=ref.worked, figures=FIGURES,
+                    degenerate=_degenerate)
