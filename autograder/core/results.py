@@ -16,6 +16,15 @@ INTERNAL_ERROR = "internal-error"
 """A PartResult's status when the grader failed on the part, not the student."""
 
 
+def points_text(points: float) -> str:
+    """Points as every report, feedback line, table and handout shows them: at
+    most two decimals, no trailing zeros ("3.08", "3", "0.5"). A question's
+    total scaled by [points] gives parts such as 3.0769...; the score keeps
+    its precision, only what people read is rounded."""
+    text = f"{points:.2f}".rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
+
+
 @functools.cache
 def grader_version() -> str:
     """The grader that made a report: shardlab's installed version, plus, when
@@ -101,13 +110,15 @@ class PartResult:
 @dataclass
 class QuestionResult:
     """The grade of one question: id is its number as text ("2"), or
-    "answers" for the answers.toml sheet (`engine.answer_sheet`)."""
+    "answers" for the answers.toml sheet (`engine.answer_sheet`), which alone
+    sets student_id: whose variant it was graded against (None: nobody's)."""
 
     id: str
     title: str
     score: float
     max_score: float
     parts: list[PartResult]
+    student_id: str | None = None
 
 
 @dataclass
@@ -118,7 +129,10 @@ class Report:
     itself failed on ([{part, error}]: regrade these), the grader that
     made it (grader_version()), the course it was graded against
     (`course_stamp`: {name, sha256}) and the written answers (`engine.writeup`:
-    the student's text, shown only through `sandbox.untrusted`)."""
+    the student's text, shown only through `sandbox.untrusted`). An upload
+    with no assignments/ folder to grade has `no_submission`, the one
+    sentence saying what was expected (every part 0, its feedback that
+    sentence: `grading.unsubmitted_report`); "" for every other report."""
 
     submission: str
     score: float
@@ -131,6 +145,7 @@ class Report:
     grader_version: str = field(default_factory=grader_version)
     written: dict[str, str] = field(default_factory=dict)   # manual part id -> the answer in writeup.md
     course: dict[str, str] = field(default_factory=dict)    # course_stamp(cfg)
+    no_submission: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -24,15 +24,15 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from shardlab.autograder.engine.answer_sheet import grade_answers
+from shardlab.autograder.engine.answer_sheet import SHEET_TITLE, grade_answers, sheet_parts
 from shardlab.autograder.kit.comparison import public_feedback, show_value
 from shardlab.autograder.core.parts import Call, Case, Part
 from shardlab.autograder.core.phases import mark, phase
 from shardlab.autograder.engine.plan import case_groups, expected_or_error, group_points, part_cases
 from shardlab.autograder.engine.probes import PROBES, starts, traces
 from shardlab.autograder.core.results import (INTERNAL_ERROR, GroupResult, PartResult, QuestionResult, Report,
-                                                course_stamp, internal_error_result)
-from shardlab.autograder.engine.submission import open_submission
+                                                course_stamp, internal_error_result, points_text)
+from shardlab.autograder.engine.submission import NotASubmission, open_submission
 from shardlab.autograder.kit.timelines.drawing import timeline
 from shardlab.autograder.engine.writeup import read_writeup, written_feedback
 from shardlab.autograder.core.errors import ShardlabError
@@ -113,7 +113,7 @@ def score_part(part: Part, points: float, cases: list[Case], expected: list[list
         more = len(judged) - len(shown)
         named_missed = ", ".join(missed[:MAX_FAILURES_SHOWN]) + (", …" if len(missed) > MAX_FAILURES_SHOWN else "")
         feedback = (f"{len(judged)} of {len(cases)} cases failed, in {len(missed)} of {len(groups)} case groups "
-                    f"({named_missed}): {score:g} of {points:g} points. " + " | ".join(shown)
+                    f"({named_missed}): {points_text(score)} of {points_text(points)} points. " + " | ".join(shown)
                     + (f" | and {more} more" if more else ""))
     return PartResult(part.id, part.title, score, points, feedback, part.kind, part.bonus, groups=groups)
 
@@ -279,7 +279,33 @@ def grade_folder(root: Path, cfg, limits: Limits = Limits(), label: str | None =
 
 
 def grade_path(path: str | Path, cfg, limits: Limits = Limits(), student_id=None) -> Report:
-    """Grade a folder or zip submission."""
+    """Grade a folder or zip submission. An upload with no assignments/
+    folder to grade (none, or several: `submission.NotASubmission`) is the
+    student's and scores 0 with one sentence (`unsubmitted_report`); nothing
+    at `path`, a file that is no zip, or an upload staging refuses (a link,
+    a path outside, too big) raises ShardlabError."""
     mark("grader imported")
-    with open_submission(path) as root:
-        return grade_folder(root, cfg, limits, label=str(path), student_id=student_id)
+    try:
+        with open_submission(path) as root:
+            return grade_folder(root, cfg, limits, label=str(path), student_id=student_id)
+    except NotASubmission as exc:       # raised only while opening, before any grading
+        return unsubmitted_report(cfg, str(exc), label=str(path))
+
+
+def unsubmitted_report(cfg, sentence: str, label: str) -> Report:
+    """The report of an upload with nothing to grade: every part of the
+    course's questions (and of answers.toml's sheet, with a course secret)
+    0 points, its feedback `sentence`, which `no_submission` also holds once
+    for the front ends that say it once. No student code ran: no walls."""
+    check_points_config(cfg)
+    qresults = []
+    for q in questions(cfg):
+        parts = [PartResult(p.id, p.title, 0.0, part_points(p, cfg) if p.kind == "auto" else 0.0, sentence,
+                            p.kind, p.bonus) for p in q.parts]
+        qresults.append(QuestionResult(str(q.number), q.title, 0.0,
+                                       sum(p.max_score for p in parts if not p.bonus), parts))
+    if cfg.secret:
+        parts = [PartResult(pid, title, 0.0, cfg.answer_points, sentence, "answers") for pid, title in sheet_parts(cfg)]
+        qresults.append(QuestionResult("answers", SHEET_TITLE, 0.0, sum(p.max_score for p in parts), parts))
+    return Report(label, 0.0, sum(q.max_score for q in qresults), qresults, course=course_stamp(cfg),
+                  no_submission=sentence)

@@ -15,6 +15,15 @@ on gets no score rather than a wrong one, one it refused as not gradable
 gets 0, as on Gradescope. The digest covers the zip's members, not its
 bytes, because Gradescope keeps only the unpacked copy, /autograder/source.
 
+Whose variant answers.toml is graded against is decided as on Gradescope:
+each submission's child grader is given a submission_metadata.json in
+Gradescope's shape naming the export's submitters (`gradescope_metadata`),
+and the roster map the autograder zip ships (`answer_sheet.ROSTER_FILE`,
+rebuilt by the caller from the same roster), so the same
+`answer_sheet.gradescope_submitters` decides; answers.toml's student_id only
+chooses among a group's members. The CSV then flags each row whose score
+differs from the score Gradescope recorded in the export (`FLAG_COLUMNS`).
+
 (research notes: docs/gradescope.md)
 """
 from __future__ import annotations
@@ -24,6 +33,8 @@ import csv
 import fnmatch
 import hashlib
 import io
+import json
+import math
 import os
 import re
 import shutil
@@ -46,6 +57,11 @@ METADATA = "submission_metadata.yml"
 SUBMISSION_KEY = re.compile(r"submission_([A-Za-z0-9_-]+)")
 SCORES_FILE = "gradescope_scores.csv"
 SCORE_COLUMNS = ("Name", "SID", "Email", "Total Score", "Max Points", "Status", "Submission ID")
+# after SCORE_COLUMNS: the export's :score:, whether the regraded Total Score differs from it ("yes", "no",
+# "" when either is missing) and why (the questions whose scores changed)
+FLAG_COLUMNS = ("Gradescope Score", "Differs", "Reason")
+SCORE_TOLERANCE = 0.005                # below half of the hundredth Gradescope shows: the same score
+METADATA_JSON = "submission_metadata.json"   # what Gradescope gives the autograder, one per submission
 NOISE = ("__MACOSX", ".")              # macOS's resource forks, hidden files: never an export's own
 
 # what an otter autograder zip holds (`publish.otter_export`), counted in autograder_zip_sha256: these
@@ -76,13 +92,16 @@ class ExportedSubmission:
     submitters: tuple[Submitter, ...]
     created_at: str = ""
     score: float | None = None
+    question_scores: tuple[tuple[str, float], ...] = ()   # (test name, score) of its :results:' tests
 
-    def record(self, label: str, export_sha256: str | None) -> dict:
-        """What its result carries about where it came from (`label`: where it is in the export)."""
+    def record(self, label: str, export_sha256: str | None, roster_sha256: str | None = None) -> dict:
+        """What its result carries about where it came from (`label`: where it is in the export;
+        `roster_sha256`: the roster map its students were identified through, None without one)."""
         return {"submission": label,
                 "gradescope": {"submission_id": self.id, "created_at": self.created_at,
                                "submitters": [vars(s) for s in self.submitters],
-                               "gradescope_score": self.score, "export_sha256": export_sha256}}
+                               "gradescope_score": self.score, "export_sha256": export_sha256,
+                               "roster_map_sha256": roster_sha256}}
 
 
 @dataclass
@@ -97,10 +116,77 @@ class Export:
     labels: dict[str, str]
     refused: dict[str, str] = field(default_factory=dict)
     sha256: str | None = None
+    workdir: Path | None = None        # a temporary folder for what the grading needs (open_export's)
 
-    def records(self) -> dict[str, dict]:
+    def records(self, roster_map: str | None = None) -> dict[str, dict]:
         """{path to grade: what its result carries about the export} (batch.grade_many's annotations)."""
-        return {self.paths[s.key]: s.record(self.labels[s.key], self.sha256) for s in self.submissions}
+        digest = hashlib.sha256(roster_map.encode()).hexdigest() if roster_map is not None else None
+        return {self.paths[s.key]: s.record(self.labels[s.key], self.sha256, digest) for s in self.submissions}
+
+    def grading_args(self, cfg, roster_map: str | None = None,
+                     user_ids: dict[str, str] | None = None) -> dict[str, list[str]]:
+        """{path to grade: the options its child grader gets} (batch.grade_many's child_args):
+        `--gradescope-metadata` (its submitters, `gradescope_metadata`) and, with a roster map
+        (ROSTER_FILE's text), `--roster-map`, both written under `workdir`. See `gradescope_metadata`
+        for `user_ids`; ShardlabError when the course's student_id_field cannot be read off the export."""
+        assert self.workdir is not None, "open the export with open_export"
+        check_identifiable(cfg, user_ids)
+        extra = []
+        if roster_map is not None:
+            from shardlab.autograder.engine.answer_sheet import ROSTER_FILE
+            (self.workdir / ROSTER_FILE).write_text(roster_map, encoding="utf-8")
+            extra = ["--roster-map", str(self.workdir / ROSTER_FILE)]
+        args = {}
+        for sub in self.submissions:
+            meta = self.workdir / f"{sub.key}.{METADATA_JSON}"
+            meta.write_text(json.dumps(gradescope_metadata(sub, user_ids), indent=1), encoding="utf-8")
+            args[self.paths[sub.key]] = ["--gradescope-metadata", str(meta), *extra]
+        return args
+
+
+# ---- what the autograder is given on Gradescope, rebuilt from the export ----
+
+def gradescope_metadata(sub: ExportedSubmission, user_ids: dict[str, str] | None = None) -> dict:
+    """The submission_metadata.json Gradescope gave the autograder for `sub`,
+    as far as the export tells it: its id, time and `users`, one per submitter
+    with their `email` and `name` (those they have). The export has no
+    Gradescope user id (its :sid: is the roster's SID, another number), so a
+    user's `id` is there only when `user_ids` ({email, case-folded: user id})
+    knows their email."""
+    users = []
+    for s in sub.submitters:
+        user = {k: v for k, v in (("email", s.email), ("name", s.name)) if v}
+        uid = (user_ids or {}).get(s.email.casefold()) if s.email else None
+        if uid:
+            user["id"] = uid
+        users.append(user)
+    return {"id": sub.id, "created_at": sub.created_at, "users": users}
+
+
+def check_identifiable(cfg, user_ids: dict[str, str] | None) -> None:
+    """Refuse (one line) a re-grade that cannot identify students as
+    Gradescope did: with a course secret and `[gradescope] student_id_field =
+    "id"`, unless `user_ids` gives each email's Gradescope user id."""
+    if cfg.secret and cfg.gradescope.student_id_field == "id" and user_ids is None:
+        raise ShardlabError('[gradescope] student_id_field is "id", but Gradescope\'s export names submitters by '
+                            "name, SID and email only, not the Gradescope user id the autograder read, so the "
+                            "re-grade cannot tell whose variant answers.toml was graded against; give --roster "
+                            "ROSTER.csv with an email column (its student ids are those user ids)")
+
+
+def check_roster_resumable(out: Path, roster_map: str | None) -> None:
+    """Refuse (one line) to resume into `out` when a result there identified
+    its students through another roster map (or without one, or with one)."""
+    digest = hashlib.sha256(roster_map.encode()).hexdigest() if roster_map is not None else None
+    for path in sorted((out / "results").glob("*.json")):
+        try:
+            before = (json.loads(path.read_text(encoding="utf-8")).get("gradescope") or {})
+        except (OSError, ValueError, AttributeError):
+            continue                    # unreadable: batch's resume grades it again
+        if isinstance(before, dict) and before.get("roster_map_sha256") != digest:
+            raise ShardlabError(f"cannot resume {out}: {path.name} was graded with another --roster (or "
+                                "with or without one), so its students were identified otherwise; resume "
+                                "with the same --roster, or grade into a new --out")
 
 
 # ---- submission_metadata.yml ----
@@ -165,8 +251,19 @@ def parse_metadata(text: str, shown: str) -> list[ExportedSubmission]:
                                     f"of both {seen[who]} and {key} in {METADATA}")
             seen[who] = key
         found.append(ExportedSubmission(key, m.group(1), submitters, created,
-                                        None if score is None else float(score)))
+                                        None if score is None else float(score),
+                                        _question_scores(entry.get(":results"))))
     return found
+
+
+def _question_scores(results) -> tuple[tuple[str, float], ...]:
+    """(name, score) of each test of an entry's :results: (the results.json
+    Gradescope kept, one test per question); entries of any other shape are
+    skipped: they only explain a difference, they never decide a score."""
+    tests = results.get("tests") if isinstance(results, dict) else None
+    return tuple((t["name"], float(t["score"])) for t in (tests if isinstance(tests, list) else [])
+                 if isinstance(t, dict) and isinstance(t.get("name"), str)
+                 and isinstance(t.get("score"), (int, float)) and not isinstance(t.get("score"), bool))
 
 
 # ---- the archive: a zip or its unpacked folder ----
@@ -297,18 +394,21 @@ def _open_folder(folder: Path) -> Export:
 @contextlib.contextmanager
 def open_export(path: str | Path, workdir: Path) -> Iterator[Export]:
     """Open a Gradescope export (zip or unpacked folder). A zip is split into
-    one zip per submission in a temporary folder under `workdir`, removed on exit."""
+    one zip per submission in a temporary folder under `workdir` (the
+    Export's `workdir`, also there for an unpacked folder), removed on exit."""
     path = Path(path)
     if not path.exists():
         raise ShardlabError(f"no such file or folder: {path}")
     if path.is_dir():
-        yield _open_folder(path)
-        return
-    if not zipfile.is_zipfile(path):
+        export = _open_folder(path)
+    elif not zipfile.is_zipfile(path):
         raise ShardlabError(f"not a Gradescope export: {path} is neither a folder nor a zip file")
     workdir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".gradescope-export-", dir=workdir) as tmp:
-        yield _open_zip(path, Path(tmp))
+        if not path.is_dir():
+            export = _open_zip(path, Path(tmp))
+        export.workdir = Path(tmp)
+        yield export
 
 
 # ---- the scores CSV ----
@@ -331,22 +431,63 @@ def _score(result: dict | None, maximum: str) -> tuple[str, str, str]:
     return "", maximum, "Ungraded"
 
 
-def scores_csv(submissions: list[ExportedSubmission], results: dict[str, dict]) -> tuple[str, list[str]]:
+def _same(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=0.0, abs_tol=SCORE_TOLERANCE)
+
+
+def _flags(sub: ExportedSubmission, result: dict | None, total: str, test_name) -> tuple[str, str, str]:
+    """(Gradescope Score, Differs, Reason) of one submission's rows: whether the
+    regraded `total` differs from the export's :score:, and which questions'
+    scores changed (by the test names of Gradescope's results.json,
+    `test_name`), or "score differs" when that is unknown."""
+    if sub.score is None:
+        return "", "", "the export holds no Gradescope score"
+    theirs = _number(sub.score)
+    if not total:
+        return theirs, "", "not regraded (see Status and gradebook.csv)"
+    if _same(float(total), sub.score):
+        return theirs, "no", ""
+    said = f"regraded {total} vs Gradescope {theirs}: "
+    if result is None or result.get("status") != "ok":
+        return theirs, "yes", said + "not gradable: " + one_line(str((result or {}).get("error", "")), 160)
+    gradescope = dict(sub.question_scores)
+    changed = []
+    for q in (result.get("questions", []) if test_name is not None else []):
+        before = gradescope.get(test_name(q["id"], q["title"]))
+        if before is not None and not _same(q["score"], before):
+            who = q.get("student_id") if q["id"] == "answers" else None
+            changed.append(f"question {q['id']} {_number(q['score'])} vs {_number(before)}"
+                           + (f" (answers graded as {one_line(repr(who), 80)})" if isinstance(who, str) else ""))
+    return theirs, "yes", said + ("; ".join(changed) if changed else "score differs")
+
+
+def scores_csv(submissions: list[ExportedSubmission], results: dict[str, dict],
+               test_name=None) -> tuple[str, list[str]]:
     """The CSV for Gradescope (one row per student) from {submission key:
-    result}, and the keys of the submissions left without a score."""
+    result}, and the keys of the submissions left without a score. Each row
+    ends with FLAG_COLUMNS (`_flags`); `test_name(question id, title)`, the
+    name of a question's test in Gradescope's results.json
+    (`otter.question_file_title`, which imports this module), lets the Reason
+    name the questions whose scores changed."""
     maxima = {_number(r["max_score"]) for r in results.values() if r.get("status") == "ok"}
     maximum = maxima.pop() if len(maxima) == 1 else ""
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(SCORE_COLUMNS)
+    w.writerow(SCORE_COLUMNS + FLAG_COLUMNS)
     unscored = []
     for sub in submissions:
         total, points, status = _score(results.get(sub.key), maximum)
         if status != "Graded":
             unscored.append(sub.key)
+        flags = _flags(sub, results.get(sub.key), total, test_name)
         for s in sub.submitters:
-            w.writerow([s.name, s.sid, s.email, total, points, status, sub.id])
+            w.writerow([s.name, s.sid, s.email, total, points, status, sub.id, *flags])
     return buf.getvalue(), unscored
+
+
+def differing_students(text: str) -> int:
+    """How many rows of a scores CSV (`scores_csv`) differ from Gradescope's score."""
+    return sum(row.get("Differs") == "yes" for row in csv.DictReader(io.StringIO(text)))
 
 
 # ---- the autograder zip's digest ----
