@@ -3,17 +3,22 @@ grading (each hand-graded part answered, with its word count, or missing),
 to the batch's one file per part for the graders and Gradescope's output."""
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
 
+from shardlab.autograder.core import content
+from shardlab.autograder.engine.answer_sheet import grade_answers, sheet_toml
 from shardlab.autograder.engine.grading import grade_folder
+from shardlab.autograder.engine.variants import variant_config
 from shardlab.autograder.engine.writeup import (MAX_WRITEUP_BYTES, WRITEUP_FILE, read_writeup, writeup_template,
                                                written_feedback, written_parts)
 from shardlab.autograder.platforms.batch import write_written_answers
 from shardlab.autograder.platforms.otter import question_output
 from shardlab.autograder.publish.starter import kit_files
 from shardlab.autograder.sandbox.process import Limits
+from shardlab.reference.config import load_config
 
 FAST = Limits(call_seconds=2.0, import_seconds=30.0)
 # docs/spec.md's written deliverables: 1 (a), 1 (b), 2 (a), 3 (b) and the free response 3 (d), task 3.7
@@ -83,3 +88,33 @@ def test_written_answers_round_trip_from_kit_to_graders(cfg, submission, tmp_pat
 
     shown = question_output(answered["questions"][0], answered["written"])
     assert "It needs &lt;b&gt;many&lt;/b&gt; devices." in shown and "<b>" not in shown
+
+
+@pytest.mark.pure
+def test_with_a_secret_the_graders_see_each_students_own_numbers_beside_the_answer(tmp_path):
+    """The answers sheet's result names the student it graded; the batch's written/ file
+    shows that student's variant numbers of the part's question (question 1 for 1.a)."""
+    course = load_config(content.folder("reference") / "courses" / "a100.toml")
+    variant = variant_config(course, "u1001")
+    (tmp_path / "answers.toml").write_text(sheet_toml(variant, "u1001", values=True))
+    sheet = grade_answers(tmp_path, course)
+    assert sheet is not None and sheet.student_id == "u1001" and sheet.score == sheet.max_score
+    (tmp_path / "answers.toml").unlink()
+    nobody = grade_answers(tmp_path, course)
+    assert nobody is not None and nobody.student_id is None
+    results = {"ada": {"status": "ok", "questions": [dataclasses.asdict(sheet)], "written": {"1.a": "Many."}},
+               "bob": {"status": "ok", "questions": [dataclasses.asdict(nobody)]},
+               "eve": {"status": "error", "error": "the grader exited with status 1"}}
+    write_written_answers(tmp_path / "written", results, course)
+    text = (tmp_path / "written" / "1.a.md").read_text()
+    m = variant.model
+    params = 2 * m.d_model * m.d_ff * m.num_blocks          # by hand: P = 2 · D · F · L
+    assert m.name != course.model.name and params != 2 * 8192 * 53248 * 80
+    ada = text[text.index("## ada"):text.index("## bob")]
+    assert f"Variant of student `u1001` (model {m.name}): parameters = {params:,} parameters;" in ada
+    assert ada.index("Variant of student") < ada.index("Many.")
+    assert "Variant: unknown (no student id was graded" in text[text.index("## bob"):text.index("## eve")]
+    assert "Variant: unknown (the submission was not graded)" in text[text.index("## eve"):]
+    # without a secret, the file is as before: no variant line
+    write_written_answers(tmp_path / "plain", results, dataclasses.replace(course, secret=""))
+    assert "Variant" not in (tmp_path / "plain" / "1.a.md").read_text()

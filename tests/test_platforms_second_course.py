@@ -99,6 +99,25 @@ def test_each_student_gets_a_variant_from_the_courses_ranges(built, course):
     assert len(models) > 1
 
 
+def test_every_students_key_is_written_for_the_instructor_and_never_for_the_student(built, course):
+    out, done = built
+    assert f"answer keys (<student_id>.md each, all of them in keys.json) under {out / 'keys'}" in done.stdout
+    assert sorted(p.name for p in (out / "keys").iterdir()) == sorted([f"{s}.md" for s in STUDENTS] + ["keys.json"])
+    keys = json.loads((out / "keys" / "keys.json").read_text())
+    assert list(keys) == STUDENTS and keys["u1001"]["name"] == "Ada Lovelace"
+    assert not [p for p in (out / "students").rglob("*") if p.name.lower().startswith("key")]
+    student_texts = [text for _, text in _texts(out / "students")]
+    for sid in STUDENTS:
+        m = variant_config(course, sid).model
+        params = 2 * m.d_model * m.d_ff * m.num_blocks      # by hand: P = 2 · D · F · L
+        assert keys[sid]["model"] == m.name and keys[sid]["questions"]["1"]["params"]["value"] == params
+        md = (out / "keys" / f"{sid}.md").read_text()
+        assert md.startswith(f"# Answer key for the variant of student {sid} (model {m.name})")
+        assert f"| parameters | P = 2 · D · F · L | 2 · {m.d_model:,} · {m.d_ff:,} · 80 | {params:,} parameters |" in md
+        # the key's answers are in no student's file (the handouts only ask)
+        assert not [t for t in student_texts if f"{params:,}" in t or f"{16 * params:,}" in t]
+
+
 def _submission(root: Path, source: Path, student_id: str | None, course) -> Path:
     shutil.copytree(source, root / "assignments", ignore=shutil.ignore_patterns("__pycache__"))
     if student_id:
@@ -125,3 +144,10 @@ def test_a_batch_of_the_course_grades_and_remembers_it(course, tmp_path):
     assert not [c for c in rows["good"] if re.fullmatch(r"[23]\.\d+", c)]      # no part of 2 or 3
     result = json.loads((out / "results" / "good.json").read_text())
     assert result["course"] == {"name": "Scaling Deep Learning Systems", "sha256": course.sha256}
+    # the graders see each submission's own numbers beside its written answer
+    assert [q["student_id"] for q in result["questions"] if q["id"] == "answers"] == ["u1004"]
+    m = variant_config(course, "u1004").model
+    written = (out / "written" / "1.b.md").read_text()
+    assert (f"## good\n\nVariant of student `u1004` (model {m.name}): parameters = "
+            f"{2 * m.d_model * m.d_ff * m.num_blocks:,} parameters;") in written
+    assert "## stubs\n\nVariant: unknown (no student id was graded" in written

@@ -16,8 +16,10 @@ with a course secret (`[course].secret`) is anything graded.
 
 Whose variant: on Gradescope, the submitters named by its
 submission_metadata.json (`gradescope_submitters`), so a submission cannot
-choose whose variant it is graded against; elsewhere, answers.toml's
-student_id. Gradescope documents only `email`, `id` and `name` per user
+choose whose variant it is graded against (a re-grade from Gradescope's
+export, `shardlab grade --gradescope-export`, gives each submission's grader
+such a file naming the export's submitters, and the same roster map, so the
+same code decides); elsewhere, answers.toml's student_id. Gradescope documents only `email`, `id` and `name` per user
 (https://gradescope-autograders.readthedocs.io/en/latest/submission_metadata/);
 `[gradescope].student_id_field` picks the field. When `shardlab build
 --roster` shipped ROSTER_FILE (email -> student_id, `publish.roster`), the
@@ -186,7 +188,9 @@ def _grade_section(section: str, expected: dict[str, Worked], got, points: int) 
 def grade_answers(root: Path, cfg, student_id: str | Submitters | None = None) -> QuestionResult | None:
     """The answers.toml question for a submission root; None without a course secret.
     `student_id`, the platform's (a Submitters, or one id), wins over the id
-    in answers.toml, which only chooses among a group's members."""
+    in answers.toml, which only chooses among a group's members. The result's
+    student_id is the id graded (None when none could be), so a batch can show
+    the graders that student's numbers (`batch.write_written_answers`)."""
     if not cfg.secret:
         return None
     submitters = Submitters((student_id,)) if isinstance(student_id, str) else student_id
@@ -224,7 +228,7 @@ def grade_answers(root: Path, cfg, student_id: str | Submitters | None = None) -
             part.feedback += note
             parts.append(part)
     return QuestionResult("answers", SHEET_TITLE, sum(p.score for p in parts),
-                          sum(p.max_score for p in parts), parts)
+                          sum(p.max_score for p in parts), parts, student_id)
 
 
 def sheet_parts(cfg) -> list[tuple[str, str]]:

@@ -1,23 +1,32 @@
 """`shardlab build --roster`: each student's own handout and blank
 answers.toml, from their variant of the course config (`engine.variants`),
 and what the autograder zip needs to know a Gradescope user's student id
-(`roster_for_zip`)."""
+(`roster_for_zip`). Beside them, never in a student's folder, every
+student's answer key for the instructor and the graders: out/keys/<student_id>.md
+(the worked derivations of their variant, as `shardlab answers --student`
+prints them) and out/keys/keys.json (all students, as `key_record`)."""
 from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 from pathlib import Path
 from typing import NamedTuple
+
+import click
 
 from shardlab.autograder.engine.answer_sheet import sheet_toml
 from shardlab.autograder.engine.variants import check_student_id, variant_config
 from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.publish.render import write_handout
+from shardlab.autograder.questions import answer_key, questions
 from shardlab.reference.config import CourseConfig
 
 ROSTER_COLUMNS = ("student_id", "name")       # required; `email` is optional
 EMAIL_COLUMN = "email"
+KEYS_FOLDER = "keys"          # out/keys/: the answer keys, for the instructor (never under out/students/)
+KEYS_JSON = "keys.json"
 _EMAIL = re.compile(r"[^@\s,\"]+@[^@\s,\"]+")
 
 
@@ -90,11 +99,12 @@ def roster_for_zip(cfg: CourseConfig, roster: str | Path | None) -> str | None:
 
 def build_roster(cfg: CourseConfig, roster: str | Path, out: Path) -> list[Path]:
     """Each roster student's handout (md, html) and blank answers.toml under
-    out/students/<student_id>/; needs a course secret."""
+    out/students/<student_id>/, which it returns; needs a course secret.
+    Every student's answer key goes to out/keys/ (`write_keys`), said in one line."""
     if not cfg.secret:
         raise ShardlabError("--roster needs a course secret: set [course].secret in the config "
                             "(without it anyone could compute every variant)")
-    written = []
+    written, variants = [], []
     for student in read_roster(roster):
         sid = student.student_id
         variant = variant_config(cfg, sid)
@@ -103,4 +113,64 @@ def build_roster(cfg: CourseConfig, roster: str | Path, out: Path) -> list[Path]
         written += write_handout(variant, folder, student=dict(id=sid, name=student.name, answers=blank))
         (folder / "answers.toml").write_text(blank, encoding="utf-8")
         written.append(folder / "answers.toml")
+        variants.append((student, variant))
+    keys = write_keys(variants, out / KEYS_FOLDER)
+    click.echo(f"wrote {len(keys) - 1} answer keys (<student_id>.md each, all of them in {KEYS_JSON}) under "
+               f"{out / KEYS_FOLDER}: for the instructor and graders only, never hand them out")
     return written
+
+
+def key_questions(cfg: CourseConfig) -> dict[str, dict[str, dict]]:
+    """{question number: {key: the Worked's fields}}: `questions.answer_key` as plain data."""
+    return {n: {k: vars(w) for k, w in worked.items()} for n, worked in answer_key(cfg).items()}
+
+
+def key_title(variant: CourseConfig, student_id: str) -> str:
+    return f"Answer key for the variant of student {student_id} (model {variant.model.name})"
+
+
+def key_record(variant: CourseConfig, student_id: str, name: str | None = None) -> dict:
+    """One student's answer key as plain data (`shardlab answers --student ID --json`, and
+    each entry of keys.json): student_id, name (when known), model, questions (`key_questions`)."""
+    return {"student_id": student_id, **({"name": name} if name else {}), "model": variant.model.name,
+            "questions": key_questions(variant)}
+
+
+def _cell(text) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def key_markdown(variant: CourseConfig, student_id: str, name: str | None = None) -> str:
+    """One student's answer key in Markdown: per question, each worked derivation
+    (quantity, formula, substituted, answer), as `shardlab answers` tabulates them."""
+    m = variant.model
+    lines = [f"# {key_title(variant, student_id)}", ""]
+    if name:
+        lines += [f"Student: {_cell(name)} (`{student_id}`).", ""]
+    lines += [f"Model {m.name}: d_model = {m.d_model:,}, d_ff = {m.d_ff:,}, {m.num_blocks:,} blocks. "
+              "For the instructor and the graders: never hand this file to a student.", ""]
+    key = answer_key(variant)
+    for q in questions(variant):
+        if str(q.number) not in key:
+            continue
+        lines += [f"## Question {q.number} — {q.title}", "",
+                  "| quantity | formula | substituted | answer |", "|---|---|---|---|"]
+        lines += [f"| {_cell(w.quantity)} | {_cell(w.formula)} | {_cell(w.substituted)} | {_cell(w.shown)} |"
+                  for w in key[str(q.number)].values()]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write_keys(variants: list[tuple[Student, CourseConfig]], folder: Path) -> list[Path]:
+    """folder/<student_id>.md per student (`key_markdown`) and folder/keys.json,
+    {student_id: `key_record`} for all of them; returns the files written."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written, records = [], {}
+    for student, variant in variants:
+        sid = student.student_id
+        path = folder / f"{sid}.md"
+        path.write_text(key_markdown(variant, sid, student.name), encoding="utf-8")
+        written.append(path)
+        records[sid] = key_record(variant, sid, student.name)
+    (folder / KEYS_JSON).write_text(json.dumps(records, indent=1, default=str) + "\n", encoding="utf-8")
+    return written + [folder / KEYS_JSON]
