@@ -81,11 +81,22 @@ def cli():
 @click.option("--gradescope-export", "export_path", type=click.Path(),
               help="Regrade a class: Gradescope's 'Export Submissions' zip (or its unpacked folder) "
                    "instead of PATHs; needs --out, and also writes gradescope_scores.csv there.")
+@click.option("--roster", "roster_path", type=click.Path(dir_okay=False),
+              help="With --gradescope-export: the roster CSV given to `shardlab build --roster`; each "
+                   "submitter's student id is found through it as the autograder zip found it on "
+                   "Gradescope. Without it, Gradescope's [gradescope] student_id_field value is the id.")
+@click.option("--gradescope-metadata", "metadata_path", type=click.Path(dir_okay=False), hidden=True)
+@click.option("--roster-map", "roster_map_path", type=click.Path(dir_okay=False), hidden=True)
 @config_option
-def grade(paths, as_json, jobs, out_dir, resume, verbose, timelines_dir, export_path, config_path):
+def grade(paths, as_json, jobs, out_dir, resume, verbose, timelines_dir, export_path, roster_path,
+          metadata_path, roster_map_path, config_path):
     """Grade submissions: folders or zips holding assignments/."""
     from shardlab.autograder.platforms.gradescope_export import is_export
     from shardlab.autograder.sandbox.walls import required_walls
+    if roster_path and not export_path:
+        raise ShardlabError("--roster is for --gradescope-export (which student each submitter is)")
+    if (metadata_path or roster_map_path) and (out_dir or len(paths) != 1):
+        raise ShardlabError("--gradescope-metadata and --roster-map grade one PATH, without --out")
     if export_path and paths:
         raise ShardlabError("give submission PATHs or --gradescope-export ARCHIVE, not both")
     if export_path and not out_dir:
@@ -103,24 +114,35 @@ def grade(paths, as_json, jobs, out_dir, resume, verbose, timelines_dir, export_
     cfg, config_path = _config(config_path, [*paths, *([export_path] if export_path else [])])
     required_walls(cfg)          # refuse before grading anything when the course requires the jail
     if export_path:
-        _grade_export(export_path, Path(out_dir), config_path, jobs, resume, as_json, verbose)
+        _grade_export(export_path, Path(out_dir), config_path, jobs, resume, as_json, verbose, cfg, roster_path)
         return
     if out_dir:
         _grade_batch(list(paths), Path(out_dir), config_path, jobs, resume, as_json, verbose=verbose)
         return
     from shardlab.autograder.engine.grading import grade_path
+    students = None
+    if metadata_path:       # a re-grade's child (`_grade_export`): Gradescope's users decide, as on Gradescope
+        from shardlab.autograder.engine.answer_sheet import gradescope_submitters
+        students = gradescope_submitters(metadata_path, cfg, roster_map_path)
     try:
-        reports = [grade_path(p, cfg) for p in paths]
+        reports = [grade_path(p, cfg, student_id=students) for p in paths]
     except ShardlabError:
         if len(paths) == 1 and is_export(paths[0]):      # only once it is no submission
             raise _export_given_as_path(paths[0]) from None
         raise
+    if len(paths) == 1 and reports[0].no_submission and is_export(paths[0]):    # a class, not a bad upload
+        raise _export_given_as_path(paths[0])
     notes = _draw_report_timelines(paths, reports, timelines_dir)
     if as_json:
         for report, _ in notes:
             click.echo(json.dumps(report))
         return
     for r, (_, lines) in zip(reports, notes):
+        if r.no_submission:         # nothing graded: the one sentence, once, not once per part
+            console.print(f"[yellow]{untrusted.rich(Path(r.submission).name)}[/]: 0 points: "
+                          f"{untrusted.rich(r.no_submission)}", markup=True, highlight=False, emoji=False,
+                          soft_wrap=True)
+            continue
         for q in r.questions:
             for p in q.parts:
                 if p.score < p.max_score:
@@ -175,7 +197,7 @@ class _PerMinute(ProgressColumn):
 
 
 def _grade_batch(paths, out: Path, config_path, jobs, resume, as_json, annotations=None,
-                 refused=None, verbose=False) -> dict[str, dict]:
+                 refused=None, verbose=False, child_args=None) -> dict[str, dict]:
     """A class: one progress bar (done/total, rate, time left); a line per submission only
     when `verbose`; errors and regrades counted at the end."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -209,7 +231,7 @@ def _grade_batch(paths, out: Path, config_path, jobs, resume, as_json, annotatio
                     shown += (" [red](internal error in the grader, parts "
                               f"{', '.join(e['part'] for e in report['internal_errors'])}: regrade)[/]")
                 progress.console.print(f"{name}: {shown}", highlight=False)
-        results = grade_many(paths, out, config_path, jobs, resume, on_result, annotations, refused)
+        results = grade_many(paths, out, config_path, jobs, resume, on_result, annotations, refused, child_args)
     if as_json:
         for name in sorted(results):
             click.echo(json.dumps({"name": name, **results[name]}))
@@ -223,19 +245,38 @@ def _grade_batch(paths, out: Path, config_path, jobs, resume, as_json, annotatio
     return results
 
 
-def _grade_export(export_path, out: Path, config_path, jobs, resume, as_json, verbose=False) -> None:
+def _grade_export(export_path, out: Path, config_path, jobs, resume, as_json, verbose=False, cfg=None,
+                  roster=None) -> None:
     """A class from Gradescope's export: batch grading, then gradescope_scores.csv
-    (`gradescope_export`)."""
+    (`gradescope_export`). Each child grader identifies its submission's
+    students as on Gradescope: from the export's submitters, through the roster
+    map `shardlab build --roster` shipped in the autograder zip, rebuilt from
+    `roster` (`roster_for_zip`; none: the field's value is the id). With
+    student_id_field "id" the export lacks Gradescope's user ids: they are the
+    roster's student ids, found by each submitter's email."""
     from shardlab.autograder.platforms.batch import submission_names, write_atomic
-    from shardlab.autograder.platforms.gradescope_export import SCORES_FILE, open_export, scores_csv
+    from shardlab.autograder.platforms.gradescope_export import (SCORES_FILE, check_roster_resumable,
+                                                                differing_students, open_export, scores_csv)
+    from shardlab.autograder.publish.roster import read_roster, roster_for_zip
+    cfg = cfg if cfg is not None else _load(config_path)
+    roster_map = roster_for_zip(cfg, roster)
+    user_ids = ({s.email.casefold(): s.student_id for s in read_roster(roster) if s.email}
+                if roster and cfg.gradescope.student_id_field == "id" else None)
+    if resume:
+        check_roster_resumable(out, roster_map)
+    if cfg.secret and roster is None and cfg.gradescope.student_id_field == "email":
+        click.echo(f"note: no --roster, so each submitter's {cfg.gradescope.student_id_field} is their student "
+                   "id, as on Gradescope when the autograder zip ships no roster", err=True)
     with open_export(export_path, out) as export:
         paths = [export.paths[s.key] for s in export.submissions]
-        results = _grade_batch(paths, out, config_path, jobs, resume, as_json, export.records(), export.refused,
-                               verbose)
+        child_args = export.grading_args(cfg, roster_map, user_ids)
+        results = _grade_batch(paths, out, config_path, jobs, resume, as_json, export.records(roster_map),
+                               export.refused, verbose, child_args)
         names = submission_names(paths)
         by_key = {s.key: r for s in export.submissions              # an ungraded one has no entry
                   if (r := results.get(names[export.paths[s.key]])) is not None}
-    text, unscored = scores_csv(export.submissions, by_key)
+    from shardlab.autograder.platforms.otter import question_file_title
+    text, unscored = scores_csv(export.submissions, by_key, question_file_title)
     write_atomic(out / SCORES_FILE, text)
     students = sum(len(s.submitters) for s in export.submissions)
     shown = ", ".join(unscored[:10]) + (f" and {len(unscored) - 10} more" if len(unscored) > 10 else "")
@@ -243,6 +284,10 @@ def _grade_export(export_path, out: Path, config_path, jobs, resume, as_json, ve
                + (f"; no score for {len(unscored)}: {shown} (see gradebook.csv, then regrade them)"
                   if unscored else "") + ")")
     click.echo(message, err=as_json)
+    differ = differing_students(text)
+    who = "1 student's score differs" if differ == 1 else f"{differ} students' scores differ"
+    click.echo(f"{who} from Gradescope's: see the Differs and Reason columns of {out / SCORES_FILE}",
+               err=as_json)
 
 
 @cli.command()
@@ -273,15 +318,29 @@ def warm(config_path):
 @cli.command()
 @config_option
 @click.option("--json", "as_json", is_flag=True, help="Print the answer key as JSON.")
-def answers(config_path, as_json):
-    """The answer key for the course config, with derivations."""
+@click.option("--student", "student_id", metavar="ID",
+              help="That student's variant (needs [course].secret); with --json, an object with "
+                   "student_id, model and questions.")
+def answers(config_path, as_json, student_id):
+    """The answer key for the course config, with derivations (--student: one student's variant)."""
     from shardlab.autograder.questions import answer_key, questions
+    from shardlab.autograder.publish.roster import key_questions, key_record, key_title
     cfg, _ = _config(config_path)
-    key = answer_key(cfg)
+    if student_id is not None:
+        from shardlab.autograder.engine.variants import check_student_id, variant_config
+        if not cfg.secret:
+            raise ShardlabError("--student needs per-student variants, and variants need [course].secret "
+                                "in the course config")
+        student_id = check_student_id(student_id, "--student")
+        cfg = variant_config(cfg, student_id)
+        if as_json:
+            click.echo(json.dumps(key_record(cfg, student_id), default=str))
+            return
+        console.print(key_title(cfg, student_id), style="bold", markup=False, highlight=False)
     if as_json:
-        click.echo(json.dumps({n: {k: vars(w) for k, w in worked.items()} for n, worked in key.items()},
-                              default=str))
+        click.echo(json.dumps(key_questions(cfg), default=str))
         return
+    key = answer_key(cfg)
     for q in questions(cfg):
         if str(q.number) not in key:
             continue
@@ -357,11 +416,12 @@ def _run_check(cfg) -> bool:
     table = Table(title="Self-check")
     for col in ("submission", "score", "as declared"):
         table.add_column(col)
-    for name, report, problems in rows:
-        table.add_row(name, f"{report.score:g}/{report.max_score:g}",
-                      "[green]yes" if not problems else "[red]no: " + untrusted.rich("; ".join(problems)))
+    for row in rows:    # not applicable: a declared loss this course's numbers cannot show, not a failure
+        colour = "red" if not row.ok else "yellow" if row.not_applicable else "green"
+        table.add_row(row.name, f"{row.report.score:g}/{row.report.max_score:g}",
+                      f"[{colour}]" + untrusted.rich(row.status))
     console.print(table)
-    return all(not problems for _, _, problems in rows)
+    return all(row.ok for row in rows)
 
 
 @cli.command()

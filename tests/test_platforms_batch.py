@@ -11,6 +11,8 @@ import pytest
 
 from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.core.results import grader_version
+from shardlab.autograder.engine.submission import NO_ASSIGNMENTS
+from shardlab.autograder.sandbox import untrusted
 from shardlab.autograder.platforms import batch
 from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS
 from helpers import assert_one_line_error, run_cli
@@ -23,18 +25,25 @@ def test_batch_writes_gradebook_results_and_feedback_and_resumes(tmp_path):
     shutil.copytree(SOLUTIONS, tmp_path / "good" / "assignments")
     good_zip = shutil.make_archive(str(tmp_path / "alice"), "zip", tmp_path / "good")
     shutil.copytree(ASSIGNMENTS, tmp_path / "bob" / "assignments")
-    (tmp_path / "carol").mkdir()                                   # not a submission
+    (tmp_path / "carol").write_text("hello")                       # not a submission: neither folder nor zip
+    (tmp_path / "dave").mkdir()                                    # the notebook alone: a 0, not an error
+    (tmp_path / "dave" / "handout.ipynb").write_text("{}")
     out = tmp_path / "out"
     args = ["grade", good_zip, str(tmp_path / "bob"),
-            str(tmp_path / "carol"), "--jobs", "2", "--out", str(out)]
+            str(tmp_path / "carol"), str(tmp_path / "dave"), "--jobs", "2", "--out", str(out)]
     r = run_cli(*args, timeout=600)
     assert r.returncode == 0, r.stderr
     rows = {row["submission"]: row for row in csv.DictReader((out / "gradebook.csv").open())}
-    assert set(rows) == {"alice", "bob", "carol"}
+    assert set(rows) == {"alice", "bob", "carol", "dave"}
+    assert rows["dave"]["status"] == "ok" and rows["dave"]["total"] == "0" and rows["dave"]["1.3"] == "0"
+    assert rows["dave"]["error"] == NO_ASSIGNMENTS                  # why 0, in the row
+    assert (out / "feedback" / "dave.md").read_text().count(untrusted.markdown(NO_ASSIGNMENTS)) == 1
+    once = batch.grade_in_subprocess(str(tmp_path / "dave"), None)
+    assert once["status"] == "ok" and not once.get("retry") and once["no_submission"] == NO_ASSIGNMENTS
     assert rows["alice"]["status"] == "ok" and float(rows["alice"]["total"]) >= float(rows["alice"]["max_score"])
     assert rows["alice"]["1.3"] == "2" and rows["bob"]["1.3"] == "0"
     assert rows["bob"]["status"] == "ok" and rows["bob"]["total"] == "0"
-    assert rows["carol"]["status"] == "error" and "holds no assignments/ folder" in rows["carol"]["error"]
+    assert rows["carol"]["status"] == "error" and "neither a folder nor a zip" in rows["carol"]["error"]
     report = json.loads((out / "results" / "alice.json").read_text())
     assert report["score"] >= report["max_score"] > 0
     assert "**Score:" in (out / "feedback" / "alice.md").read_text()
@@ -47,7 +56,7 @@ def test_batch_writes_gradebook_results_and_feedback_and_resumes(tmp_path):
     assert {k: v for k, v in after.items() if k != "carol.json"} == {k: v for k, v in before.items()
                                                                       if k != "carol.json"}
     assert after["carol.json"] != before["carol.json"]          # an error row is retried, not kept
-    assert len(list(csv.DictReader((out / "gradebook.csv").open()))) == 3
+    assert len(list(csv.DictReader((out / "gradebook.csv").open()))) == 4      # dave's 0 kept, like any result
 
 
 def test_a_grader_that_dies_is_retried_once_then_an_error_row(tmp_path, monkeypatch):

@@ -25,7 +25,9 @@ from pathlib import Path
 
 import pytest
 
+from shardlab.autograder.engine.submission import NO_ASSIGNMENTS
 from shardlab.autograder.publish import gradescope_replay as replay
+from shardlab.autograder.sandbox.untrusted import html
 from shardlab.autograder.publish.otter_export import OTTER_GRADE_REFUSAL
 from shardlab.autograder.publish.stubs import SOLUTIONS
 from helpers import assert_gradescope_results
@@ -177,9 +179,13 @@ def test_an_upload_without_assignments_scores_zero_with_one_sentence(image, otte
     run = replay.replay(image, otter_env, upload, replay.gradescope_metadata([ADA]), tmp_path / "run")
     assert run.results is not None, run.log[-3000:]
     assert_gradescope_results(run.results)
-    assert _graded(run.results) and _total(run.results)[0] == 0
-    assert all("holds no assignments/ folder" in t.get("output", "") for t in _graded(run.results)), \
-        _graded(run.results)[0].get("output")
+    assert _graded(run.results) and _total(run.results) == (0, 77)      # every question, shardlab's maxima
+    # each question says the one sentence once (not otter's case summary, kilobytes of it), and so
+    # does the top-level output, which has no walls to report: nothing of the student's ran
+    sentence = html(NO_ASSIGNMENTS)
+    assert all(t.get("output") == sentence for t in _graded(run.results)), _graded(run.results)[0].get("output")
+    assert run.results.get("output") == f"shardlab: {sentence}"
+    assert len(json.dumps(run.results)) < 2000 + 300 * len(run.results["tests"]), len(json.dumps(run.results))
 
 
 def test_the_second_course_builds_and_grades_on_gradescopes_layout(otter_env, tmp_path):

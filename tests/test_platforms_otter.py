@@ -89,11 +89,34 @@ def test_locate_submission_nested_and_missing(tmp_path):
     (ag / "source").mkdir(parents=True)
     (ag / "source" / "shardlab-course.toml").write_text("")
     (ag / "submission" / "tests").mkdir(parents=True)
-    assert "no assignments/" in locate_submission(ag / "submission")["error"]
+    missing = locate_submission(ag / "submission")          # graded all the same: 0 with one sentence
+    assert "error" not in missing and missing["root"] == str(ag / "submission")
     (ag / "shardlab-submission" / "mywork" / "assignments").mkdir(parents=True)
     handle = locate_submission(ag / "submission")
     assert handle["root"] == str(ag / "shardlab-submission" / "mywork")
     assert handle["report"].startswith(str(ag)) and "shardlab-submission" not in handle["report"]
+
+
+def test_a_lone_zip_in_the_upload_with_two_kits_is_graded_as_that_zip(tmp_path):
+    """Its sentence then names the zip's two assignments/ folders; a zip that is no zip is
+    a report of why (every case, once per question), not an error of the entry file."""
+    from shardlab.autograder.engine.submission import NotASubmission, open_submission
+    ag = tmp_path / "autograder"
+    (ag / "source").mkdir(parents=True)
+    (ag / "source" / "shardlab-course.toml").write_text("")
+    (ag / "submission").mkdir()
+    (ag / "shardlab-submission").mkdir()
+    with zipfile.ZipFile(ag / "shardlab-submission" / "work.zip", "w") as zf:
+        zf.writestr("a/assignments/memory.py", "x = 1\n")
+        zf.writestr("b/assignments/memory.py", "x = 1\n")
+    handle = locate_submission(ag / "submission")
+    assert "error" not in handle and handle["root"] == str(ag / "shardlab-submission" / "work.zip")
+    with pytest.raises(NotASubmission, match=r"2 assignments/ folders \(a/assignments, b/assignments\)"):
+        with open_submission(handle["root"]):
+            pass
+    (ag / "shardlab-submission" / "work.zip").write_text("not a zip")
+    handle = locate_submission(ag / "submission")
+    assert "neither a folder nor a zip" in handle["error"] and handle["report"]
 
 
 def _otter_results(autograder_zip: Path, submission: Path, out: Path) -> dict:

@@ -97,12 +97,17 @@ def test_a_class_is_regraded_from_its_export_and_every_member_gets_a_row(tmp_pat
     assert "(3 students, 2 submissions)" in r.stdout
 
     rows = _rows(out / "gradescope_scores.csv")
-    assert rows[0] == ["Name", "SID", "Email", "Total Score", "Max Points", "Status", "Submission ID"]
+    assert rows[0] == ["Name", "SID", "Email", "Total Score", "Max Points", "Status", "Submission ID",
+                       "Gradescope Score", "Differs", "Reason"]
+    differs = f"regraded {SOLUTIONS_SCORE} vs Gradescope 41: score differs"    # its :results: has no tests
     assert sorted(rows[1:]) == sorted([
-        ["Ada Lovelace", "0012", "ada@example.edu", str(SOLUTIONS_SCORE), str(MAX_POINTS), "Graded", "1001"],
-        ["Grace Hopper", "0034", "grace@example.edu", str(SOLUTIONS_SCORE), str(MAX_POINTS), "Graded", "1001"],
-        ["Alan Turing", "0056", "alan@example.edu", "0", str(MAX_POINTS), "Graded", "1002"],
+        ["Ada Lovelace", "0012", "ada@example.edu", str(SOLUTIONS_SCORE), str(MAX_POINTS), "Graded", "1001",
+         "41", "yes", differs],
+        ["Grace Hopper", "0034", "grace@example.edu", str(SOLUTIONS_SCORE), str(MAX_POINTS), "Graded", "1001",
+         "41", "yes", differs],
+        ["Alan Turing", "0056", "alan@example.edu", "0", str(MAX_POINTS), "Graded", "1002", "0", "no", ""],
     ])
+    assert "2 students' scores differ from Gradescope's" in r.stdout
 
     version = metadata.version("shardlab")
     group = json.loads((out / "results" / "submission_1001.json").read_text())

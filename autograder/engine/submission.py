@@ -6,6 +6,11 @@ ever reads the copy `sandbox.staging` makes: plain files and folders,
 no links followed, sizes capped. A zip is refused before unpacking when a
 member would land outside the folder or is anything but a file or folder
 (a symlink, a device, a FIFO...); locating assignments/ never follows a link.
+
+An upload with no assignments/ folder to grade (none within SEARCH_DEPTH
+folders, or more than one) is the student's bad upload, not the
+instructor's wrong path: `NotASubmission` carries the one sentence that
+says what was expected, and `grading.grade_path` scores it 0 with it.
 """
 from __future__ import annotations
 
@@ -24,6 +29,18 @@ from shardlab.autograder.sandbox.untrusted import one_line
 MAX_UNPACKED_BYTES = MAX_BYTES
 MAX_ZIP_MEMBERS = 10_000
 SUBMITTED_FILES = ("answers.toml", "writeup.md")   # beside assignments/: `answer_sheet`, `writeup`
+SEARCH_DEPTH = 4            # find_assignments looks this many folders down
+MAX_FOLDERS_SEARCHED = 5000  # ... and into at most this many folders (a virtualenv uploaded by mistake)
+MAX_NAMED = 3               # candidates a sentence names
+NO_ASSIGNMENTS = ("the upload holds no assignments/ folder: upload the starter kit's folder (or a zip of it) "
+                  "with assignments/ inside")
+
+
+class NotASubmission(ShardlabError):
+    """An upload with no assignments/ folder to grade (none, or more than
+    one): a student's bad upload. Its message is the one sentence the
+    student reads (`no_assignments_sentence`); `grading.grade_path` scores
+    it 0 with it, any other caller shows it as a one-line error."""
 
 
 def _is_plain_dir(path: Path) -> bool:
@@ -45,28 +62,55 @@ def _subfolders(folder: Path) -> list[Path]:
             and p.name != "tests"]
 
 
-def find_assignments(folder: Path) -> Path | None:
-    """The folder holding assignments/ in an upload: `folder` itself, its
-    parent when `folder` is assignments/, or the one subfolder at most two
-    levels down that holds it. None when there is none, or more than one.
-    A link named assignments/ counts as found (staging then refuses it by
-    name); a linked subfolder is never looked into. Every front end (the
-    CLI, batch grading, otter) finds a submission with this function."""
+def assignments_candidates(folder: Path) -> list[Path]:
+    """Every folder holding assignments/ in an upload: `folder` itself, its
+    parent when `folder` is assignments/, else each subfolder at most
+    SEARCH_DEPTH levels down that holds one, shallowest first, in name order
+    (a folder holding assignments/ is not looked into further: its own
+    subfolders are its kit's). A link named assignments/ counts as found
+    (staging then refuses it by name); a linked subfolder is never looked
+    into, nor hidden, tool-made or tests/ ones (`_subfolders`)."""
     if os.path.lexists(folder / "assignments"):
-        return folder
+        return [folder]
     if folder.name == "assignments" and _is_plain_dir(folder):
-        return folder.parent
-    one_down = _subfolders(folder)
-    found = [p for p in one_down if os.path.lexists(p / "assignments")]
-    found += [q for p in one_down for q in _subfolders(p) if os.path.lexists(q / "assignments")]
+        return [folder.parent]
+    found: list[Path] = []
+    level, searched = [folder], 0
+    for _ in range(SEARCH_DEPTH):
+        level = [p for q in level for p in sorted(_subfolders(q))]
+        level = level[:max(0, MAX_FOLDERS_SEARCHED - searched)]
+        searched += len(level)
+        hits = [p for p in level if os.path.lexists(p / "assignments")]
+        found += hits
+        level = [p for p in level if p not in hits]
+    return found
+
+
+def find_assignments(folder: Path) -> Path | None:
+    """The folder holding assignments/ in an upload when there is exactly one
+    (`assignments_candidates`), else None. Every front end (the CLI, batch
+    grading, otter) finds a submission with this function."""
+    found = assignments_candidates(folder)
     return found[0] if len(found) == 1 else None
 
 
-def _root_of(folder: Path, shown: str) -> Path:
-    root = find_assignments(folder)
-    if root is None:
-        raise ShardlabError(f"not a submission: {shown} holds no assignments/ folder")
-    return root
+def no_assignments_sentence(folder: Path, found: list[Path]) -> str:
+    """What a student whose upload has no single assignments/ folder reads:
+    what was expected, and when there are several, which (relative paths, at
+    most MAX_NAMED; the names are the student's, so made one safe line each)."""
+    if not found:
+        return NO_ASSIGNMENTS
+    shown = [one_line((p.relative_to(folder) / "assignments").as_posix(), 120) for p in found[:MAX_NAMED]]
+    more = f" and {len(found) - MAX_NAMED} more" if len(found) > MAX_NAMED else ""
+    return (f"the upload holds {len(found)} assignments/ folders ({', '.join(shown)}{more}): upload one "
+            f"starter kit's folder (or a zip of it) with a single assignments/ inside")
+
+
+def _root_of(folder: Path) -> Path:
+    found = assignments_candidates(folder)
+    if len(found) != 1:
+        raise NotASubmission(no_assignments_sentence(folder, found))
+    return found[0]
 
 
 def _check_zip(path: Path, members: list[zipfile.ZipInfo], into: Path) -> None:
@@ -88,7 +132,10 @@ def _check_zip(path: Path, members: list[zipfile.ZipInfo], into: Path) -> None:
 @contextmanager
 def open_submission(path: str | Path) -> Iterator[Path]:
     """Yield the root of a staged copy (it holds assignments/ and the
-    SUBMITTED_FILES present) of a folder or zip submission."""
+    SUBMITTED_FILES present) of a folder or zip submission. Raises
+    NotASubmission when it has no single assignments/ folder, ShardlabError
+    when there is nothing at `path`, it is neither a folder nor a zip, or
+    the zip or staging refuses it (a link, a path outside, too big)."""
     path = Path(path)
     if not path.exists():
         raise ShardlabError(f"no such file or folder: {path}")
@@ -96,12 +143,12 @@ def open_submission(path: str | Path) -> Iterator[Path]:
         raise ShardlabError(f"not a submission: {path} is neither a folder nor a zip file")
     with tempfile.TemporaryDirectory(prefix="shardlab-sub-") as tmp:
         if path.is_dir():
-            found = _root_of(path, str(path))
+            found = _root_of(path)
         else:
             unpacked = Path(tmp) / "unpacked"
             unpacked.mkdir()
             with zipfile.ZipFile(path) as zf:
                 _check_zip(path, zf.infolist(), unpacked)
                 zf.extractall(unpacked)
-            found = _root_of(unpacked, str(path))
+            found = _root_of(unpacked)
         yield stage(found, Path(tmp) / "staged", also=SUBMITTED_FILES)

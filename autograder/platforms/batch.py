@@ -11,7 +11,8 @@ feedback, feedback/<name>/ holds the timelines of the overlap parts (4.7,
 Chrome trace (`draw_report_timelines`; the feedback names them in one line).
 
 Written answers (writeup.md) are collected in written/<part id>.md, one file
-per hand-graded part holding every submission's answer, for the graders.
+per hand-graded part holding every submission's answer, for the graders;
+with a course secret, beside the numbers of that student's own variant.
 
 Parts the grader itself failed on (`engine.grading`, "no false zeros")
 are listed in the gradebook's `internal_errors` column and at the top of the
@@ -23,8 +24,12 @@ grader's version and git commit), error records included, and the gradebook
 has a column for it and for `autograder_zip_sha256` (set only by a grading
 inside the otter zip), so a regrade after a fix can be told from the grading
 it replaces. A record whose submission the grader refused as not gradable
-(exit status 2: no assignments/, a link, too big) has `refused: true`;
-`gradescope_export` scores those 0, as Gradescope did.
+(exit status 2: a file that is no zip, a link, too big) has `refused: true`;
+`gradescope_export` scores those 0, as Gradescope did. An upload with no
+assignments/ folder (a notebook alone, the kit zipped too deep, two kits) is
+no error: its child exits 0 with a report of 0 points whose `no_submission`
+sentence says what was expected (`grading.unsubmitted_report`), an "ok" row,
+never retried.
 
 A batch folder remembers its course. Every record carries `course` (its
 name and the sha256 of the config file, `results.course_stamp`) and
@@ -79,13 +84,17 @@ def submission_names(paths: list[str]) -> dict[str, str]:
     return names
 
 
-def grade_in_subprocess(path: str, config_path: str | None, env: dict[str, str] | None = None) -> dict:
+def grade_in_subprocess(path: str, config_path: str | None, env: dict[str, str] | None = None,
+                        args: list[str] | None = None) -> dict:
     """One supervised attempt; returns the report dict or an error record.
-    `env`: added to this process's environment (the batch's zygote). The
+    `env`: added to this process's environment (the batch's zygote); `args`:
+    more options of `shardlab grade` for this submission (a re-grade's
+    `--gradescope-metadata`). The
     child is always named its course, as an absolute path (None: the shipped
     course's file), so it never looks for one in its working directory."""
     course = os.path.abspath(config_path) if config_path else str(content.shipped_course())
-    cmd = [sys.executable, "-m", "shardlab.autograder.cli", "grade", path, "--json", "--config", course]
+    cmd = [sys.executable, "-m", "shardlab.autograder.cli", "grade", path, "--json", "--config", course,
+           *(args or [])]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=GRADE_TIMEOUT_SECONDS,
                               start_new_session=True, env={**os.environ, **(env or {})})
@@ -136,6 +145,8 @@ def feedback_markdown(name: str, report: dict) -> str:
     if report["status"] != "ok":
         return "\n".join(lines + [f"Could not grade this submission: {untrusted.markdown(report['error'])}", ""])
     lines += [f"**Score: {report['score']:g} / {report['max_score']:g}**", ""]
+    if report.get("no_submission"):     # nothing graded: the one sentence, once
+        return "\n".join(lines + [untrusted.markdown(report["no_submission"]), ""])
     if report.get("internal_errors"):
         lines += [f"**Internal error in the grader, not your code, in part(s) "
                   f"{', '.join(e['part'] for e in report['internal_errors'])}: they will be regraded.**", ""]
@@ -155,7 +166,9 @@ def feedback_markdown(name: str, report: dict) -> str:
 
 
 def gradebook_csv(results: dict[str, dict]) -> str:
-    """One row per submission, one column per part, plus total, status, the
+    """One row per submission, one column per part, plus total, status, error
+    (why an error row was not graded; for an "ok" row of 0 whose upload held
+    no assignments/ folder, the sentence saying so), the
     parts to regrade because the grader failed on them (internal_errors),
     which grader graded it (grader_version, autograder_zip_sha256) and
     against which course (course: its name and short sha256)."""
@@ -174,7 +187,8 @@ def gradebook_csv(results: dict[str, dict]) -> str:
         scores = {p["id"]: f"{p['score']:g}" for q in r.get("questions", []) for p in q["parts"]}
         total = (f"{r['score']:g}", f"{r['max_score']:g}") if r["status"] == "ok" else ("", "")
         regrade = " ".join(e["part"] for e in r.get("internal_errors", []))
-        w.writerow([name, *[scores.get(i, "") for i in part_ids], *total, r["status"], r.get("error", ""),
+        why = r.get("error") or r.get("no_submission") or ""     # an ok row of 0: its one sentence
+        w.writerow([name, *[scores.get(i, "") for i in part_ids], *total, r["status"], why,
                     regrade, r.get("grader_version", ""), r.get("autograder_zip_sha256") or "",
                     course_shown(r.get("course"))])
     return buf.getvalue()
@@ -182,12 +196,15 @@ def gradebook_csv(results: dict[str, dict]) -> str:
 
 def grade_many(paths: list[str], out: Path, config_path: str | None, jobs: int = 2,
                resume: bool = False, on_result=None, annotations: dict[str, dict] | None = None,
-               refused: dict[str, str] | None = None) -> dict[str, dict]:
+               refused: dict[str, str] | None = None,
+               child_args: dict[str, list[str]] | None = None) -> dict[str, dict]:
     """Grade every path into `out`; returns {name: report or error record}.
 
     annotations: {path: fields} added to that path's record (the Gradescope
     export's submitters, for one); refused: {path: reason} recorded as a
-    refused submission without grading it (a front end that already knows).
+    refused submission without grading it (a front end that already knows);
+    child_args: {path: options} given to that path's child grader (a
+    re-grade's submitters, `gradescope_export.Export.grading_args`).
 
     config_path: the course (None: the shipped course), given to every child
     as an absolute --config and recorded in OUT/batch.json. With `resume`,
@@ -221,7 +238,9 @@ def grade_many(paths: list[str], out: Path, config_path: str | None, jobs: int =
             report = {"status": "error", "error": refused[path], "refused": True}
         else:
             for _ in range(ATTEMPTS):
-                report = grade_in_subprocess(path, config_path, grader_env)
+                extra = (child_args or {}).get(path)
+                report = (grade_in_subprocess(path, config_path, grader_env, extra) if extra else
+                          grade_in_subprocess(path, config_path, grader_env))
                 if not report.pop("retry", False):
                     break
         report["submission"] = path
@@ -341,17 +360,47 @@ def _fenced(text: str) -> str:
     return f"{fence}text\n{text}\n{fence}"
 
 
+def _variant_numbers(cfg, report: dict, number: str, keys: dict[str, dict]) -> str:
+    """One line for the graders: question `number`'s worked values ("quantity = shown")
+    in the variant of the student the report's answers sheet was graded as
+    (`answer_sheet.grade_answers`: its student_id), or why there is none."""
+    from shardlab.autograder.engine.variants import check_student_id, variant_config
+    from shardlab.autograder.questions import answer_key
+    sid = next((q.get("student_id") for q in report.get("questions", []) if q.get("id") == "answers"), None)
+    try:
+        sid = check_student_id(sid, "the graded report") if isinstance(sid, str) else None
+    except ShardlabError:
+        sid = None
+    if sid is None:
+        return ("Variant: unknown (the submission was not graded)." if report.get("status") != "ok" else
+                "Variant: unknown (no student id was graded; the answers parts' feedback says why).")
+    if sid not in keys:
+        variant = variant_config(cfg, sid)
+        keys[sid] = {"model": variant.model.name, "key": answer_key(variant)}
+    worked = keys[sid]["key"].get(number, {})
+    shown = "; ".join(f"{w.quantity} = {w.shown}" for w in worked.values())
+    return f"Variant of student `{sid}` (model {keys[sid]['model']}): {shown or 'no worked numbers'}."
+
+
 def write_written_answers(folder: Path, results: dict[str, dict], cfg=None) -> list[Path]:
     """One file per hand-graded part of the course (`engine.writeup`): every
-    submission's answer from its writeup.md, or that it has none, for the graders."""
+    submission's answer from its writeup.md, or that it has none, for the graders.
+    With a course secret, each answer comes after the numbers of the student's
+    own variant for that part's question (`_variant_numbers`)."""
     from shardlab.autograder.engine.writeup import written_parts
+    from shardlab.autograder.questions import questions
     folder.mkdir(parents=True, exist_ok=True)
+    numbers = {q.module: str(q.number) for q in questions(cfg)}
+    keys: dict[str, dict] = {}             # student id -> answer_key of their variant, drawn once
     written = []
     for part in written_parts(cfg):
         lines = [f"# {part.id} {part.title}", "", f"_{part.description}_", ""]
         for name in sorted(results):
             answer = (results[name].get("written") or {}).get(part.id)
-            lines += [f"## {name}", "", _fenced(answer) if answer else "_no answer_", ""]
+            lines += [f"## {name}", ""]
+            if cfg is not None and cfg.secret:
+                lines += [_variant_numbers(cfg, results[name], numbers[part.module], keys), ""]
+            lines += [_fenced(answer) if answer else "_no answer_", ""]
         path = folder / f"{part.id}.md"
         write_atomic(path, "\n".join(lines))
         written.append(path)

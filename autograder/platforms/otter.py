@@ -14,7 +14,9 @@ in otter's kernel:
    `QuarantinePlugin.before_grading` (an otter plugin, outside the kernel)
    moves anything still there, for `otter run`, which has no prelude.
 2. The entry file calls `locate_submission()`: where `assignments/` is, and
-   which course config the zip shipped.
+   which course config the zip shipped. An upload without a single
+   `assignments/` (a notebook alone, two kits) is graded all the same: a
+   report of 0 whose one sentence each question's output says once.
 3. Every test case calls `check_part(handle, part_id, group)`. The first call grades
    the whole submission with the shardlab engine (student code runs in its
    sandbox subprocesses); the report is kept in memory and written to
@@ -42,7 +44,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from shardlab.autograder.engine.submission import find_assignments, open_submission
+from shardlab.autograder.engine.submission import NotASubmission, find_assignments, open_submission
 from shardlab.autograder.sandbox.untrusted import block
 
 ENTRY_FILE = "shardlab_otter_entry.py"
@@ -65,19 +67,32 @@ def question_file_title(question_id: str, title: str) -> str:
 def find_upload(folder: Path) -> Path | None:
     """`submission.find_assignments`, and when it finds nothing, a
     single zip in `folder` (a zip uploaded inside the upload) is unpacked
-    next to it, with open_submission's size and path checks."""
+    next to it, with open_submission's size and path checks (None when that
+    zip holds no single assignments/ folder either)."""
     found = find_assignments(folder)
-    zips = [z for z in folder.glob("*.zip") if not z.is_symlink()]
+    zips = _zips(folder)
     if found is None and len(zips) == 1:
         target = folder / "_unzipped"
-        with open_submission(zips[0]) as root:
-            shutil.copytree(root, target, dirs_exist_ok=True)
+        try:
+            with open_submission(zips[0]) as root:
+                shutil.copytree(root, target, dirs_exist_ok=True)
+        except NotASubmission:
+            return None
         return find_assignments(target)
     return found
 
 
+def _zips(folder: Path) -> list[Path]:
+    """The zips at the top of an upload, links left out."""
+    return [z for z in folder.glob("*.zip") if not z.is_symlink()]
+
+
 def locate_submission(cwd: str | Path | None = None) -> dict:
-    """Called by the entry file in otter's kernel: {root, config, report} or {error}."""
+    """Called by the entry file in otter's kernel: {root, config, report, metadata}, plus
+    {error} when the upload could not be opened (graded as a report of that error);
+    {error} alone when the zip itself is broken (no course config).
+    An upload without a single assignments/ folder is graded like any other:
+    `grade_path` scores it 0 with one sentence."""
     here = Path(cwd or os.getcwd()).resolve()
     # the kernel starts in the submission folder, which is on sys.path: drop it
     sys.path[:] = [p for p in sys.path if p and Path(p).resolve() != here]
@@ -86,15 +101,17 @@ def locate_submission(cwd: str | Path | None = None) -> dict:
     if not config.is_file():
         return {"error": f"shardlab: the course config {config} is missing from the autograder zip"}
     quarantined = ag_dir / QUARANTINE
+    upload = quarantined if quarantined.is_dir() else here
+    handle = {"config": str(config), "report": str(ag_dir / REPORT_FILE),
+              "metadata": str(ag_dir / "submission_metadata.json")}   # Gradescope's: the student id
     try:
-        root = find_upload(quarantined if quarantined.is_dir() else here)
-    except Exception as exc:   # a bad zip inside the submission: say so in every case
-        return {"error": f"shardlab: could not open the submission: {exc}"}
-    if root is None:
-        return {"error": "shardlab: the submission holds no assignments/ folder "
-                         "(zip the folder that holds assignments/ and upload that zip)"}
-    return {"root": str(root), "config": str(config), "report": str(ag_dir / REPORT_FILE),
-            "metadata": str(ag_dir / "submission_metadata.json")}   # Gradescope's: the student id
+        root = find_upload(upload)
+    except Exception as exc:   # a bad zip inside the upload (a link, a path outside): a report of why
+        return {**handle, "root": str(upload), "error": f"could not open the zip in the upload: {exc}"}
+    if root is None:    # no single assignments/ folder: graded all the same, 0 with one sentence (`grade_path`)
+        zips = _zips(upload)
+        root = zips[0] if len(zips) == 1 else upload       # a lone zip: its own candidates named
+    return {**handle, "root": str(root)}
 
 
 def graded(handle: dict) -> dict:
@@ -110,6 +127,8 @@ def graded(handle: dict) -> dict:
             from shardlab.autograder.engine.answer_sheet import ROSTER_FILE, gradescope_submitters
             cfg = load_config(handle["config"])
             course = course_stamp(cfg)          # an error report says which course too
+            if "error" in handle:               # the upload could not be opened: why, once per question
+                raise ShardlabError(handle["error"])
             students = gradescope_submitters(handle.get("metadata"), cfg, Path(handle["config"]).with_name(ROSTER_FILE))
             report = grade_path(handle["root"], cfg, student_id=students).to_dict()
         except ShardlabError as exc:
@@ -155,7 +174,7 @@ def check_part(handle: dict | None, part_id: str, group: int | None = None) -> N
     from shardlab.autograder.sandbox.untrusted import html
     if handle is None:
         raise AssertionError("shardlab: the entry file did not run (was it removed from the zip?)")
-    if "error" in handle:
+    if "error" in handle and "report" not in handle:     # the zip itself is broken: no report to write
         raise AssertionError(html(handle["error"]))
     message = case_failure(graded(handle), part_id, group)
     if message is not None:
@@ -222,8 +241,10 @@ def gradescope_results(results: dict, report: dict, settings) -> dict:
       the one place the spec leaves free-form.
 
     When the submission could not be graded, each question's output is the
-    report's error, once; without a report (the entry file found no
-    submission) the questions keep otter's summaries, whose failure messages
+    report's error, once; when the upload held no assignments/ folder to
+    grade, the report's `no_submission` sentence, once; without a report
+    (the zip's course config is missing: the entry file found nothing to
+    grade) the questions keep otter's summaries, whose failure messages
     `clean_case_messages` made shardlab's."""
     from shardlab.autograder.sandbox.untrusted import html
     questions = {question_file_title(q["id"], q["title"]): q for q in report.get("questions", [])}
@@ -233,7 +254,8 @@ def gradescope_results(results: dict, report: dict, settings) -> dict:
         question = questions.get(test.get("name"))
         if question is not None:
             test["max_score"] = question["max_score"]
-            test["output"] = question_output(question, report.get("written") or {})
+            test["output"] = (html(report["no_submission"]) if report.get("no_submission") else   # why 0, once
+                              question_output(question, report.get("written") or {}))
         elif "error" in report:              # the submission could not be graded: why, once
             test["output"] = html(report["error"])
         test["output_format"] = "simple_format"
@@ -277,7 +299,7 @@ def clean_case_messages(results, report: dict | None) -> None:
     """otter's message for a failed case ('❌ Test case failed', 'Error at
     line N in test …', the test's source line, 'AssertionError: …') becomes
     shardlab's message alone: `case_failure` from the report, else the
-    AssertionError's text (check_part's, e.g. no assignments/ folder). Any
+    AssertionError's text (check_part's, e.g. the course config missing). Any
     other exception (a fault of the grader's) keeps otter's message."""
     for test_file in getattr(results, "results", {}).values():
         for case in test_file.test_case_results:
@@ -297,6 +319,8 @@ def grading_notes(report: dict) -> str:
     from shardlab.autograder.sandbox.untrusted import html
     if "error" in report:
         return f"shardlab: {html(report['error'])}"
+    if report.get("no_submission"):        # nothing ran: no walls to report
+        return f"shardlab: {html(report['no_submission'])}"
     lines = [f"shardlab: graded with {report.get('walls') or 'unknown walls'}."]
     if report.get("internal_errors"):
         lines.append("shardlab: internal error in the grader, not your code, in part(s) "
