@@ -14,6 +14,7 @@ from rich.table import Table
 
 from shardlab.autograder.sandbox import untrusted
 from shardlab.autograder.core.errors import ShardlabError
+from shardlab.autograder.core.results import points_text
 
 console = Console()
 config_option = click.option("--config", "config_path", type=click.Path(dir_okay=False),
@@ -52,11 +53,12 @@ def score_table(reports) -> Table:
                 rp = r.questions[qi].parts[pi]
                 cells.append("manual" if rp.kind == "manual" else
                              "[red]internal error" if rp.status == INTERNAL_ERROR else
-                             f"{rp.score:g}/{rp.max_score:g}")
+                             f"{points_text(rp.score)}/{points_text(rp.max_score)}")
             table.add_row(f"{p.id} {p.title}", *cells)
     def total(r) -> str:
         bonus = sum(p.score for q in r.questions for p in q.parts if p.bonus)
-        return f"[bold]{r.score - bonus:g}/{r.max_score:g}" + (f" + {bonus:g} bonus" if bonus else "")
+        shown = f"[bold]{points_text(r.score - bonus)}/{points_text(r.max_score)}"
+        return shown + (f" + {points_text(bonus)} bonus" if bonus else "")
     table.add_row("[bold]total", *[total(r) for r in reports])
     return table
 
@@ -225,8 +227,8 @@ def _grade_batch(paths, out: Path, config_path, jobs, resume, as_json, annotatio
             if report.get("internal_errors"):
                 regrade.append(name)
             if verbose and not skipped and not as_json:
-                shown = (f"{report['score']:g}/{report['max_score']:g}" if report["status"] == "ok"
-                         else f"[red]error[/]: {untrusted.rich(report['error'])}")
+                shown = (f"{points_text(report['score'])}/{points_text(report['max_score'])}"
+                         if report["status"] == "ok" else f"[red]error[/]: {untrusted.rich(report['error'])}")
                 if report.get("internal_errors"):
                     shown += (" [red](internal error in the grader, parts "
                               f"{', '.join(e['part'] for e in report['internal_errors'])}: regrade)[/]")
@@ -418,7 +420,7 @@ def _run_check(cfg) -> bool:
         table.add_column(col)
     for row in rows:    # not applicable: a declared loss this course's numbers cannot show, not a failure
         colour = "red" if not row.ok else "yellow" if row.not_applicable else "green"
-        table.add_row(row.name, f"{row.report.score:g}/{row.report.max_score:g}",
+        table.add_row(row.name, f"{points_text(row.report.score)}/{points_text(row.report.max_score)}",
                       f"[{colour}]" + untrusted.rich(row.status))
     console.print(table)
     return all(row.ok for row in rows)

@@ -79,6 +79,10 @@ def test_the_handout_sets_the_courses_three_questions_on_its_hardware(built):
     assert re.findall(r"^## Question (\d)", handout, re.M) == ["1", "4", "5"]
     assert "A100 40GB" in handout and "TPU v5e" in handout and "F70" in handout
     assert "(30 points)" in handout and "(17 points)" in handout and "(25 points)" in handout
+    # question 1's parts scaled to 30 points (30/14 of each) show at most two decimals, as every score does
+    rows = re.findall(r"^\| ([145]\.\d+) \| [^|]+ \| ([^|]+) \|", handout, re.M)
+    assert len(rows) > 10 and all(re.fullmatch(r"\d+(\.\d\d?)?", points.strip()) for _, points in rows), rows
+    assert any("." in points for part, points in rows if part.startswith("1."))
     solutions = (out / "solutions.md").read_text()
     # 16 P = 16 · 2 · 8192 · 53248 · 80 = 1,116,691,496,960 bytes over 40e9: 27.9, so 28 A100 40GBs
     assert "28 × A100 40GB" in solutions
@@ -142,6 +146,9 @@ def test_a_batch_of_the_course_grades_and_remembers_it(course, tmp_path):
         rows = {r["submission"]: r for r in csv.DictReader(fh)}
     assert float(rows["good"]["total"]) == pytest.approx(78) and float(rows["stubs"]["total"]) == 0
     assert not [c for c in rows["good"] if re.fullmatch(r"[23]\.\d+", c)]      # no part of 2 or 3
+    feedback = (out / "feedback" / "stubs.md").read_text()
+    shown = re.findall(r"\((\d+(?:\.\d+)?) / (\d+(?:\.\d+)?)\)", feedback)       # "(0 / 2.14)" per part
+    assert len(shown) > 10 and all(re.fullmatch(r"\d+(\.\d\d?)?", x) for pair in shown for x in pair), shown
     result = json.loads((out / "results" / "good.json").read_text())
     assert result["course"] == {"name": "Scaling Deep Learning Systems", "sha256": course.sha256}
     # the graders see each submission's own numbers beside its written answer

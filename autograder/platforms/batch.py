@@ -59,7 +59,7 @@ from pathlib import Path
 
 from shardlab.autograder.core import content
 from shardlab.autograder.core.errors import ShardlabError
-from shardlab.autograder.core.results import course_shown, course_stamp, grader_version
+from shardlab.autograder.core.results import course_shown, course_stamp, grader_version, points_text
 from shardlab.autograder.sandbox import untrusted, zygote
 
 GRADE_TIMEOUT_SECONDS = 900
@@ -144,7 +144,7 @@ def feedback_markdown(name: str, report: dict) -> str:
     lines = [f"# Feedback for {name}", ""]
     if report["status"] != "ok":
         return "\n".join(lines + [f"Could not grade this submission: {untrusted.markdown(report['error'])}", ""])
-    lines += [f"**Score: {report['score']:g} / {report['max_score']:g}**", ""]
+    lines += [f"**Score: {points_text(report['score'])} / {points_text(report['max_score'])}**", ""]
     if report.get("no_submission"):     # nothing graded: the one sentence, once
         return "\n".join(lines + [untrusted.markdown(report["no_submission"]), ""])
     if report.get("internal_errors"):
@@ -155,9 +155,11 @@ def feedback_markdown(name: str, report: dict) -> str:
     if report.get("course"):
         lines += [f"_Course: {untrusted.markdown(course_shown(report['course']))}._", ""]
     for q in report["questions"]:
-        lines += [f"## Question {q['id']} — {q['title']} ({q['score']:g} / {q['max_score']:g})", ""]
+        shown = f"{points_text(q['score'])} / {points_text(q['max_score'])}"
+        lines += [f"## Question {q['id']} — {q['title']} ({shown})", ""]
         for p in q["parts"]:
-            score = "manual" if p.get("kind") == "manual" else f"{p['score']:g} / {p['max_score']:g}"
+            score = ("manual" if p.get("kind") == "manual"
+                     else f"{points_text(p['score'])} / {points_text(p['max_score'])}")
             lines.append(f"- **{p['id']} {p['title']}** ({score}): {untrusted.markdown(p['feedback'])}")
             if p.get("timeline_note"):
                 lines.append(f"  - Timeline: {untrusted.markdown(p['timeline_note'])}")
@@ -184,8 +186,8 @@ def gradebook_csv(results: dict[str, dict]) -> str:
                 "grader_version", "autograder_zip_sha256", "course"])
     for name in sorted(results):
         r = results[name]
-        scores = {p["id"]: f"{p['score']:g}" for q in r.get("questions", []) for p in q["parts"]}
-        total = (f"{r['score']:g}", f"{r['max_score']:g}") if r["status"] == "ok" else ("", "")
+        scores = {p["id"]: points_text(p["score"]) for q in r.get("questions", []) for p in q["parts"]}
+        total = (points_text(r["score"]), points_text(r["max_score"])) if r["status"] == "ok" else ("", "")
         regrade = " ".join(e["part"] for e in r.get("internal_errors", []))
         why = r.get("error") or r.get("no_submission") or ""     # an ok row of 0: its one sentence
         w.writerow([name, *[scores.get(i, "") for i in part_ids], *total, r["status"], why,

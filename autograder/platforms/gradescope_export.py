@@ -48,7 +48,7 @@ from typing import Iterator
 
 import yaml
 
-from shardlab.autograder.core.results import grader_version
+from shardlab.autograder.core.results import grader_version, points_text
 from shardlab.autograder.engine.submission import MAX_UNPACKED_BYTES, MAX_ZIP_MEMBERS
 from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.sandbox.untrusted import one_line
@@ -414,7 +414,7 @@ def open_export(path: str | Path, workdir: Path) -> Iterator[Export]:
 # ---- the scores CSV ----
 
 def _number(x: float) -> str:
-    return f"{x:g}"
+    return points_text(x)
 
 
 def _score(result: dict | None, maximum: str) -> tuple[str, str, str]:

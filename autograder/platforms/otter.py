@@ -44,6 +44,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from shardlab.autograder.core.results import points_text
 from shardlab.autograder.engine.submission import NotASubmission, find_assignments, open_submission
 from shardlab.autograder.sandbox.untrusted import block
 
@@ -286,7 +287,7 @@ def question_output(question: dict, written: dict[str, str] | None = None) -> st
         else:
             mark = ("⚠️" if p.get("status") == INTERNAL_ERROR else
                     "✅" if p["score"] >= p["max_score"] else "❌")
-            points = f"{p['score']:g} / {p['max_score']:g}" + (" bonus" if p.get("bonus") else "")
+            points = f"{points_text(p['score'])} / {points_text(p['max_score'])}" + (" bonus" if p.get("bonus") else "")
         timeline = (p.get("timeline") or {}).get("summary")
         lines.append(f"{mark} {html(p['id'])} {html(p['title'])} ({points}): {html(p['feedback'])}"
                      + (f" Timeline of one traced step of your first graded run: {html(timeline)}" if timeline else ""))
