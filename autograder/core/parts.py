@@ -10,7 +10,7 @@ sandboxed process, or scenarios on gloo ranks); the scoring is the same.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from shardlab.autograder.kit.comparison import Compare, Comparator
@@ -53,11 +53,45 @@ class Case:
 
 @dataclass(frozen=True)
 class Misconception:
-    """A known wrong answer: `alt(case)` gives the values that mistake produces."""
+    """A known wrong answer: `alt(case)` gives the values that mistake produces.
+    The message may name the course's devices with `{gpu}`, `{gpu_gb}` and
+    `{gpu_bytes}` (`worded`), never a device of its own."""
 
     name: str
     message: str
     alt: Callable[[Case], list]
+
+    def worded(self, cfg) -> Misconception:
+        """Itself, its message naming this course's GPU ([memory].gpu)."""
+        if cfg is None or "{" not in self.message:
+            return self
+        gpu = cfg.gpu
+        return replace(self, message=self.message.format(gpu=gpu.name, gpu_gb=f"{gpu.capacity_gb:g}",
+                                                         gpu_bytes=f"{gpu.capacity_bytes:,}"))
+
+
+def alternatives(part: Part, case: Case, expected: list) -> list[tuple[Misconception, list]]:
+    """The part's misconceptions that could explain a wrong answer to `case`,
+    each with the values it gives: those whose values differ from `expected`
+    (a mistake that gives the right answer on this case explains nothing) and
+    that no other misconception shares (two mistakes giving the same values
+    cannot be told apart: naming either could be wrong). A misconception
+    that fails on the case's inputs is left out."""
+    def same(a: list, b: list) -> bool:
+        try:
+            return all(part.compare(x, y) for x, y in zip(a, b))
+        except (KeyError, TypeError, IndexError, ValueError):
+            return False      # a run's comparator may judge only what a run returns: not the same
+    found = []
+    for mis in part.misconceptions:
+        try:
+            values = mis.alt(case)
+        except (ArithmeticError, ValueError):
+            continue
+        if not same(expected, values):
+            found.append((mis, values))
+    return [(mis, values) for mis, values in found
+            if not any(other is not mis and same(values, theirs) for other, theirs in found)]
 
 
 EXACT_INT = Compare("int")
@@ -99,6 +133,12 @@ class Part:
     probe: str = "calls"
     bonus: bool = False
     drawn: Drawn | None = None
+
+    def for_course(self, cfg) -> Part:
+        """Itself, its misconceptions' messages naming the course's devices (`Misconception.worded`)."""
+        if not any("{" in m.message for m in self.misconceptions):
+            return self
+        return replace(self, misconceptions=tuple(m.worded(cfg) for m in self.misconceptions))
 
 
 def function_part(id: str, module: str, function: str, reference: Callable, points: float,

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from shardlab.autograder.engine.answer_sheet import SHEET_TITLE, grade_answers, sheet_parts
 from shardlab.autograder.kit.comparison import public_feedback, show_value
-from shardlab.autograder.core.parts import Call, Case, Part
+from shardlab.autograder.core.parts import Call, Case, Part, alternatives
 from shardlab.autograder.core.phases import mark, phase
 from shardlab.autograder.engine.plan import case_groups, expected_or_error, group_points, part_cases
 from shardlab.autograder.engine.probes import PROBES, starts, traces
@@ -69,15 +69,11 @@ def _judge_case(part: Part, case: Case, expected: list, got: list[Outcome]) -> t
         problem = part.compare.problem(exp, out.value)
         if problem is None:
             continue
-        mistake = None
-        for mis in part.misconceptions:
-            try:
-                alt = mis.alt(case)
-            except (ArithmeticError, ValueError):
-                continue
-            if all(part.compare(a, o.value) for a, o in zip(alt, got)):
-                mistake = mis.message
-                break
+        # named only when it is the one explanation (`parts.alternatives`): a value that two mistakes,
+        # or a mistake and the right answer, would both give gets the plain expected/got
+        matching = [mis for mis, alt in alternatives(part, case, expected)
+                    if all(part.compare(a, o.value) for a, o in zip(alt, got))]
+        mistake = matching[0].message if len(matching) == 1 else None
         if case.public:
             what = public_feedback(untrusted.one_line(problem), exp,
                                    untrusted.one_line(show_value(out.value), VALUE_CAP), case.note, mistake)
@@ -215,7 +211,7 @@ def grade_parts(root: Path, cfg, parts: list[Part], limits: Limits = Limits()):
             values, reason = expected[p.id]
             reason = reason or failed.get(p.id)
             results[p.id] = (_internal_error(p, part_points(p, cfg), reason) if reason else
-                             _score_or_error(p, part_points(p, cfg), cases[p.id], values,
+                             _score_or_error(p.for_course(cfg), part_points(p, cfg), cases[p.id], values,
                                              [outcomes[(p.id, k)] for k in range(len(cases[p.id]))]))
             if p.id in drawn and not reason:        # after scoring, and never part of it
                 results[p.id].timeline = case_timeline(p, cases[p.id][drawn[p.id]], outcomes[(p.id, drawn[p.id])],

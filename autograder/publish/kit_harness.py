@@ -27,6 +27,7 @@ from importlib import resources
 
 from shardlab.autograder import kit
 from shardlab.autograder.core.errors import ShardlabError
+from shardlab.autograder.core.parts import alternatives
 from shardlab.autograder.engine.plan import part_cases
 from shardlab.autograder.kit.checks import name_of
 from shardlab.autograder.questions import questions
@@ -110,7 +111,8 @@ def public_runs(cfg) -> dict[str, list[dict]]:
                         continue
                     call = case.calls[0]
                     expected = part.expect(case)[0]
-                    mistakes = [[mis.alt(case)[0], mis.message] for mis in part.misconceptions]
+                    mistakes = [[values[0], mis.message]         # named as the grader would (`alternatives`)
+                                for mis, values in alternatives(part.for_course(cfg), case, [expected])]
                     runs.append(dict(id=f"{part.id} {call.function} {case.note}", part=part.id, title=part.title,
                                      scenario=call.function, module=call.module, args=dict(call.args),
                                      call=call.show(), note=case.note, compare=comparator_name(part.compare),

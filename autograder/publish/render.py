@@ -31,7 +31,7 @@ def context(cfg, solutions: bool, figures: dict | None = None, student: dict | N
             is_degenerate=bool(sentence),
             parts=[dict(id=p.id, title=p.title, points=part_points(p, cfg), kind=p.kind,
                         description=p.description,
-                        mistakes=[m.message for m in p.misconceptions]) for p in q.parts],
+                        mistakes=[m.message for m in p.for_course(cfg).misconceptions]) for p in q.parts],
             points=sum(part_points(p, cfg) for p in q.parts if not p.bonus),
             bonus=sum(part_points(p, cfg) for p in q.parts if p.bonus),
         ))

@@ -23,7 +23,7 @@ from pathlib import Path
 from shardlab.autograder.core import content
 from shardlab.autograder.engine.writeup import WRITEUP_FILE, writeup_template
 from shardlab.autograder.kit.comparison import Compare
-from shardlab.autograder.core.parts import Part
+from shardlab.autograder.core.parts import Part, alternatives
 from shardlab.autograder.engine.plan import part_plan
 from shardlab.autograder.publish.diagrams import document_figures
 from shardlab.autograder.publish.formats import notebook_json
@@ -102,16 +102,10 @@ def local_part(part: Part) -> bool:
     return part.kind == "auto" and part.probe == "calls" and isinstance(part.compare, Compare)
 
 
-def _mistakes(part: Part, case, k: int, expected) -> list:
-    out = []
-    for mis in part.misconceptions:
-        try:
-            value = mis.alt(case)[k]
-        except (ArithmeticError, ValueError):
-            continue
-        if not part.compare(expected, value):
-            out.append([value, mis.message])
-    return out
+def _mistakes(part: Part, case, k: int, expected: list) -> list:
+    """[value, message] of call k for each misconception that alone explains a wrong value
+    (`parts.alternatives`: the kit names a mistake exactly when the grader would)."""
+    return [[values[k], mis.message] for mis, values in alternatives(part, case, expected)]
 
 
 def public_checks(cfg) -> dict[str, dict[str, list[dict]]]:
@@ -120,6 +114,7 @@ def public_checks(cfg) -> dict[str, dict[str, list[dict]]]:
     for q in questions(cfg):
         parts = {}
         for part in filter(local_part, q.parts):
+            part = part.for_course(cfg)
             compare = part.compare
             assert isinstance(compare, Compare)         # as `local_part` asked
             cases, expected = part_plan(cfg, part.id)
@@ -131,7 +126,7 @@ def public_checks(cfg) -> dict[str, dict[str, list[dict]]]:
                     checks.append({"id": f"{part.id} {call.function} #{len(checks) + 1}", "check": dict(
                         module=call.module, function=call.function, args=call.args, expected=value,
                         kind=compare.kind, rtol=compare.rtol, atol=compare.atol, note=case.note,
-                        mistakes=_mistakes(part, case, k, value))})
+                        mistakes=_mistakes(part, case, k, exp))})
             parts[part.id] = checks
         out[str(q.number)] = parts
     return out

@@ -114,7 +114,9 @@ def _gib_devices(total_bytes, device_bytes):
 
 
 GIB_MSG = ("matches mixing GiB (2^30 bytes) with GB: device capacities are in GB = 10^9 bytes "
-           "(a device sold as 80 GB holds 80e9 bytes, not 80 · 2^30)")
+           "(this course's {gpu}, {gpu_gb} GB, holds {gpu_bytes} bytes, not {gpu_gb} · 2^30)")
+FLOOR_MSG = ("matches rounding down: a part of a device's worth of bytes still needs a whole device, "
+             "so round up (ceil)")
 ALL_SHARDED_MSG = ("matches sharding all activations: only every second layer's activations are "
                    "sharded; the other half stays replicated on every device")
 
@@ -136,7 +138,8 @@ PARTS = (
                        "BF16, 2 bytes per value", lambda d, f, layers, t: 2 * ref.activation_bytes(d, f, layers, t)),
                   ), description="BF16 activations saved for backward"),
     function_part("1.4", M, "devices_needed", ref.devices_needed, 1, _devices_args, EXACT_INT,
-                  misconceptions=(("GiB for GB", GIB_MSG, _gib_devices),),
+                  misconceptions=(("GiB for GB", GIB_MSG, _gib_devices),
+                                  ("floor for ceil", FLOOR_MSG, lambda total, device: int(total // device))),
                   description="devices needed to hold a number of bytes"),
     function_part("1.5", M, "fsdp_bytes_per_device", ref.fsdp_bytes_per_device, 2, _fsdp_bytes_args, REAL,
                   misconceptions=(("all activations sharded", ALL_SHARDED_MSG,
