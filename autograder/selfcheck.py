@@ -6,9 +6,25 @@ hand-made wrong submission in tests/submissions/ exactly what its
 `<module>.py` files are appended to a copy of solutions/ (a later `def`
 replaces an earlier one; top-level code runs at import), so each fixture
 holds only its mistake.
+
+Any valid course, not only the shipped one. With a course secret the
+solutions hand in the answers.toml of their variant filled with its right
+values, the stubs the blank one a student receives. An `expect.toml` says
+what its mistake costs without naming the course: a group named after the
+course is written with `{cfg...}` fields (`"the course model on
+{cfg.gpu.name}"`), filled from the course checked (`Fixture.on`). And it
+names, where the question defines it, the misconception it commits
+(`mistake."1.4" = "GiB for GB"`, a `Misconception.name` of that part;
+`Fixture.mistakes`): a
+declared failing group in every case of which that misconception gives the
+right value on this course, or a group the course has no case of, cannot
+be lost there. Such a group is expected to pass, and the row says "not
+applicable on this course" and which groups, not a failure; everything else
+the fixture declares is still checked.
 """
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import shutil
 import tempfile
@@ -18,13 +34,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from shardlab.autograder.core.errors import ShardlabError
+from shardlab.autograder.core.parts import Case, Misconception, Part
+from shardlab.autograder.engine.answer_sheet import ANSWERS_FILE, sheet_toml
 from shardlab.autograder.engine.grading import Report, grade_folder
+from shardlab.autograder.engine.plan import case_groups, expected_values, find_part, part_cases
+from shardlab.autograder.engine.variants import variant_config
 from shardlab.autograder.questions import questions
 from shardlab.autograder.sandbox.process import Limits
 from shardlab.autograder.core import content
 from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS
+from shardlab.reference.config import load_config
 
 FIXTURES = content.ROOT / "tests" / "submissions"
+CHECK_STUDENT = "shardlab-check"        # whose variant the solutions' and stubs' answers.toml is
+NOT_APPLICABLE = "not applicable on this course"
 
 
 @dataclass(frozen=True)
@@ -38,6 +62,66 @@ class Fixture:
     # an `either` pattern (their outcome depends on the run's data, drawn with the machine's secret)
     failing: dict[str, tuple[str, ...]] = field(default_factory=dict)
     either: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # part id -> the name of the part's misconception (`Misconception.name`) that is wrong in exactly the
+    # cases this fixture is: the one it commits, or, where it reaches the part through another function
+    # or commits two, the one that decides where it shows (its expect.toml says why)
+    mistakes: dict[str, str] = field(default_factory=dict)
+    # filled by `on(cfg)`: part id -> {declared failing group: why this course cannot show it}
+    not_applicable: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def on(self, cfg) -> Fixture:
+        """What this fixture must score on one course: its `{cfg...}` fields filled from
+        the course, and the declared failing groups the course cannot show (`unseen_groups`)
+        moved from `failing` to `not_applicable`. A part it must score 0 on that names its
+        mistake is judged group by group when some of its groups cannot be lost. Applied
+        once, to the declarations as read: `fixtures(cfg)` does it."""
+        failing = {pid: tuple(self._fill(g, cfg) for g in groups) for pid, groups in self.failing.items()}
+        for pid in self.mistakes:
+            if pid not in failing and self._zero(pid):
+                failing[pid] = tuple(name for name, _ in case_groups(part_cases(cfg, pid)))
+        unseen = {}
+        for pid, groups in failing.items():
+            why = unseen_groups(cfg, pid, groups, self.mistake(pid))
+            if why:
+                unseen[pid] = why
+        failing = {pid: tuple(g for g in groups if g not in unseen.get(pid, {})) for pid, groups in failing.items()
+                   if pid in self.failing or pid in unseen}
+        # a part that can lose nothing on this course shows no mistake to give feedback on
+        feedback = {pid: self._fill(text, cfg) for pid, text in self.feedback.items()
+                    if not (pid in unseen and not failing[pid])}
+        either = {pid: tuple(self._fill(p, cfg) for p in pats) for pid, pats in self.either.items()}
+        return dataclasses.replace(self, failing=failing, either=either, feedback=feedback, not_applicable=unseen)
+
+    def mistake(self, part_id: str) -> Misconception | None:
+        """The misconception this fixture declares it commits in the part, if any."""
+        name = self.mistakes.get(part_id)
+        if name is None:
+            return None
+        known = {m.name: m for m in find_part(part_id).misconceptions}
+        if name not in known:
+            raise ShardlabError(f"{self.name}/expect.toml: part {part_id} has no misconception {name!r} "
+                                f"(it has: {', '.join(map(repr, known)) or 'none'})")
+        return known[name]
+
+    def _zero(self, part_id: str) -> bool:
+        return any(fnmatch.fnmatch(part_id, pat) for pat in self.zero)
+
+    def _fill(self, text: str, cfg) -> str:
+        try:
+            return text.format(cfg=cfg)
+        except (AttributeError, IndexError, KeyError, ValueError) as exc:
+            raise ShardlabError(f"{self.name}/expect.toml: {text!r} cannot be filled from the course: "
+                                f"{type(exc).__name__}: {exc}") from None
+
+    def not_applicable_text(self) -> str:
+        """The declared losses this course cannot show, part by part ("" when there are none)."""
+        out = []
+        for pid, groups in self.not_applicable.items():
+            by_reason: dict[str, list[str]] = {}
+            for group, why in groups.items():
+                by_reason.setdefault(why, []).append(repr(group))
+            out.append(f"{pid} " + ", ".join(f"{', '.join(gs)} ({why})" for why, gs in by_reason.items()))
+        return "; ".join(out)
 
     @property
     def modules(self) -> set[str]:
@@ -52,10 +136,36 @@ class Fixture:
 
 
 def fixtures(cfg=None) -> list[Fixture]:
-    """The hand-made wrong submissions (tests/submissions/), those of the
-    course's questions only when given a config."""
+    """The hand-made wrong submissions (tests/submissions/) as declared for a
+    course (`Fixture.on`): given a config, those of its questions; without
+    one, every fixture, for the shipped course."""
     chosen = {q.module for q in questions(cfg)}
-    return [f for f in _all_fixtures() if f.modules <= chosen]
+    course = cfg if cfg is not None else load_config()
+    return [f.on(course) for f in _all_fixtures() if f.modules <= chosen]
+
+
+def unseen_groups(cfg, part_id: str, groups, mistake: Misconception | None) -> dict[str, str]:
+    """{group: why}: the declared failing `groups` of a part this course cannot
+    show. A group the course has no case of; and, given the misconception the
+    fixture commits, a group in every case of which that mistake gives what
+    the part judges right, as a student who returned its values would pass."""
+    cases = part_cases(cfg, part_id)
+    members = dict(case_groups(cases))
+    out = {g: "no such case on this course" for g in groups if g not in members}
+    if mistake is not None:
+        part, expected = find_part(part_id), expected_values(cfg, part_id)
+        for g in groups:
+            if g in members and all(_judged_right(part, mistake, cases[k], expected[k]) for k in members[g]):
+                out[g] = f"{mistake.name!r} gives the right value in every case"
+    return out
+
+
+def _judged_right(part: Part, mistake: Misconception, case: Case, expected: list) -> bool:
+    try:
+        wrong = mistake.alt(case)
+    except (ArithmeticError, ValueError):      # as grading does: a mistake that cannot be computed differs
+        return False
+    return all(part.compare(e, w) for e, w in zip(expected, wrong, strict=True))
 
 
 def _all_fixtures() -> list[Fixture]:
@@ -65,7 +175,8 @@ def _all_fixtures() -> list[Fixture]:
         out.append(Fixture(expect.parent.name, expect.parent, data["description"],
                            tuple(data.get("zero", ())), dict(data.get("feedback", {})),
                            {k: tuple(v) for k, v in data.get("failing", {}).items()},
-                           {k: tuple(v) for k, v in data.get("either", {}).items()}))
+                           {k: tuple(v) for k, v in data.get("either", {}).items()},
+                           dict(data.get("mistake", {}))))
     return out
 
 
@@ -114,19 +225,64 @@ def mismatches(report: Report, fixture: Fixture | None, full: bool) -> list[str]
     return [msg for q in report.questions for p in q.parts for msg in part_problems(p, fixture, full)]
 
 
-def run_check(cfg, limits: Limits = Limits(), progress=None) -> list[tuple[str, Report, list[str]]]:
-    """Grade solutions, stubs and every fixture; return (name, report, problems)."""
+@dataclass(frozen=True)
+class Row:
+    """One line of the self-check: a submission, its grade, how the grade
+    differs from the declared outcome (`problems`, empty when as declared) and
+    the declared losses this course cannot show (`not_applicable`, a fixture's
+    `not_applicable_text()`: not a failure)."""
+
+    name: str
+    report: Report
+    problems: list[str]
+    not_applicable: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def status(self) -> str:
+        """"yes", "not applicable on this course: <which groups, why>" or "no: <what differs>"."""
+        if self.problems:
+            return "no: " + "; ".join(self.problems)
+        return f"{NOT_APPLICABLE}: {self.not_applicable}" if self.not_applicable else "yes"
+
+
+def write_answers(root: Path, cfg, filled: bool) -> None:
+    """With a course secret, the answers.toml handed in with `root`'s
+    assignments/: the sheet of CHECK_STUDENT's variant, filled with its right
+    values or blank (zeros), as a student receives it."""
+    if cfg.secret:
+        sheet = sheet_toml(variant_config(cfg, CHECK_STUDENT), CHECK_STUDENT, values=filled)
+        (root / ANSWERS_FILE).write_text(sheet, encoding="utf-8")
+
+
+def check_reference(cfg, name: str, limits: Limits = Limits()) -> Row:
+    """Grade "solutions" (must score full marks) or "stubs" (must score 0), with their answers.toml."""
+    source, full = {"solutions": (SOLUTIONS, True), "stubs": (ASSIGNMENTS, False)}[name]
+    with folder_of(source) as root:
+        write_answers(root, cfg, filled=full)
+        report = grade_folder(root, cfg, limits, label=name)
+    return Row(name, report, mismatches(report, None, full))
+
+
+def check_fixture(cfg, fixture: Fixture, limits: Limits = Limits()) -> Row:
+    """Grade one fixture as declared for `cfg` (`fixtures(cfg)` or `Fixture.on(cfg)`)."""
+    with assembled(fixture) as root:
+        report = grade_folder(root, cfg, limits, label=fixture.name, modules=fixture.modules)
+    return Row(fixture.name, report, mismatches(report, fixture, False), fixture.not_applicable_text())
+
+
+def run_check(cfg, limits: Limits = Limits(), progress=None) -> list[Row]:
+    """Grade solutions, stubs and every fixture of the course's questions: one Row each."""
     rows = []
-    for name, source, full in (("solutions", SOLUTIONS, True), ("stubs", ASSIGNMENTS, False)):
-        with folder_of(source) as root:
-            report = grade_folder(root, cfg, limits, label=name)
-        rows.append((name, report, mismatches(report, None, full)))
+    for name in ("solutions", "stubs"):
+        rows.append(check_reference(cfg, name, limits))
         if progress:
             progress()
     for fx in fixtures(cfg):
-        with assembled(fx) as root:
-            report = grade_folder(root, cfg, limits, label=fx.name, modules=fx.modules)
-        rows.append((fx.name, report, mismatches(report, fx, False)))
+        rows.append(check_fixture(cfg, fx, limits))
         if progress:
             progress()
     return rows
