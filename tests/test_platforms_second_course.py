@@ -158,3 +158,16 @@ def test_a_batch_of_the_course_grades_and_remembers_it(course, tmp_path):
     assert (f"## good\n\nVariant of student `u1004` (model {m.name}): parameters = "
             f"{2 * m.d_model * m.d_ff * m.num_blocks:,} parameters;") in written
     assert "## stubs\n\nVariant: unknown (no student id was graded" in written
+
+
+def test_rounding_down_is_named_as_itself_never_as_a_gib_mix_up(course, tmp_path):
+    """devices_needed with floor for ceil, on this course's A100 40GB: the course model's 1,136,824,156,160
+    bytes are 28.42 devices (ceil 29, floor 28; with GiB mixed in 1,058.74 / 40 rounds up to 27), so
+    the one mistake that gives 28 is rounding down, and GiB is never claimed."""
+    root = _submission(tmp_path, SOLUTIONS, None, course)
+    with open(root / "assignments" / "memory.py", "a") as fh:
+        fh.write("\n\ndef devices_needed(total_bytes, device_bytes):\n    return total_bytes // device_bytes\n")
+    report = grade_folder(root, course, modules={"memory"})
+    feedback = report.part("1.4").feedback
+    assert report.part("1.4").score < report.part("1.4").max_score
+    assert "rounding down" in feedback and "GiB" not in feedback, feedback
