@@ -185,7 +185,7 @@ def test_batch_error_row_is_escaped():
 def test_cli_shows_markup_as_text(evil_report, monkeypatch, tmp_path):
     """rich would render [bold red] as style and crash on a stray [/]."""
     from shardlab.autograder import cli
-    monkeypatch.setattr(grading, "grade_path", lambda path, cfg: evil_report)
+    monkeypatch.setattr(grading, "grade_path", lambda path, cfg, **_: evil_report)
     done = CliRunner().invoke(cli.cli, ["grade", str(tmp_path)])
     assert done.exit_code == 0, done.output
     shown = " ".join(done.output.split())          # rich wraps long lines

@@ -241,13 +241,13 @@ def test_a_gradescope_report_names_its_grader_and_its_autograder_zip(tmp_path, a
     (source / "tests" / "__pycache__" / "q1.cpython-311.pyc").write_bytes(b"\0")
     assert digest is not None and gx.autograder_digest(source) == digest
 
-    (tmp_path / "upload").mkdir()                              # no assignments/: graded at once, as an error
+    (tmp_path / "upload").mkdir()                              # no assignments/: graded at once, a 0
     monkeypatch.setattr(otter_runtime, "_reports", {})
     handle = {"root": str(tmp_path / "upload"), "config": str(source / otter_runtime.CONFIG_FILE),
               "report": str(tmp_path / "ag" / otter_runtime.REPORT_FILE)}
     report = otter_runtime.graded(handle)
     on_disk = json.loads((tmp_path / "ag" / otter_runtime.REPORT_FILE).read_text())
-    assert report == on_disk and "error" in report
+    assert report == on_disk and report["no_submission"] and report["score"] == 0
     assert on_disk["autograder_zip_sha256"] == digest
     assert on_disk["grader_version"].startswith(metadata.version("shardlab"))
     assert on_disk["course"]["sha256"] == hashlib.sha256((source / "shardlab-course.toml").read_bytes()).hexdigest()
