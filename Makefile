@@ -4,7 +4,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint typecheck stubs check clean browser bench
+.PHONY: demo test test-fast test-slow lint typecheck stubs check clean browser bench
 
 $(STAMP): pyproject.toml setup.py constraints.txt
 	$(PY) -m venv $(VENV)
@@ -15,14 +15,19 @@ $(STAMP): pyproject.toml setup.py constraints.txt
 demo: $(STAMP)
 	$(BIN)/shardlab demo
 
-# Everything CI runs (.ci/run): the linter, the type checker, then every tier of tests (one renders
-# the HTML handout in Chromium: `browser` installs Debian's when it is missing and we are root).
+# Everything CI runs (.ci/run): the linter, the type checker, then every tier of tests but `slow`
+# (one renders the HTML handout in Chromium: `browser` installs Debian's when it is missing and we are root).
 test: lint typecheck browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not slow"
 
 # The pure tier only (no sandbox, no gloo, no subprocess): seconds, for the edit-test loop.
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m pure
+
+# The slow tier only (minutes): the starter kit installed in a fresh venv by its README's line, its
+# pytest and its notebook run there (pip reaches the package registry; torch is the local CPU build).
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -m slow
 
 # Speed, memory and batch throughput against import torch, idle and under load (bench/grading.py):
 # several minutes; writes shardlab-out/bench/performance.md and phases.png and docs/performance.md's table.

@@ -65,7 +65,7 @@ def score_table(reports) -> Table:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def cli():
-    """shardlab: memory, FSDP, 4D parallelism and DDP buckets, with an autograder."""
+    """shardlab: memory, FSDP, 4D parallelism, DDP buckets and pipelines, with an autograder."""
 
 
 @cli.command()
@@ -370,7 +370,8 @@ def build(config_path, out_dir, roster):
 
 
 def _build_all(cfg, config_path, out: Path, roster=None) -> None:
-    from shardlab.autograder.publish.otter_export import build_autograder, config_text, gradescope_points
+    from shardlab.autograder.publish.otter_export import (build_autograder, config_text, gradescope_points,
+                                                        manual_outline)
     from shardlab.autograder.publish.render import build as render_build
     from shardlab.autograder.publish.roster import build_roster, roster_for_zip
     students = build_roster(cfg, roster, out) if roster else []
@@ -384,6 +385,10 @@ def _build_all(cfg, config_path, out: Path, roster=None) -> None:
                   "Gradescope report.json it makes carries it)", highlight=False)
     console.print(f"Gradescope: set the assignment's autograder points to {gradescope_points(cfg)} "
                   "(a bonus earned shows as extra credit)", highlight=False)
+    outline = manual_outline(cfg)
+    if outline:
+        console.print("Gradescope: add the written parts, graded by hand from writeup.md, to the outline as "
+                      f"manual questions: {outline}", highlight=False, markup=False)
     # a course whose numbers leave a sub-question without a sensible answer still builds: the handout asks
     # why, the solutions answer; the instructor hears of it here (docs/instructor-guide.md)
     from shardlab.autograder.questions import degeneracies, questions
@@ -409,12 +414,12 @@ def stubs(only_check):
         console.print(f"wrote {path}", highlight=False)
 
 
-def _run_check(cfg) -> bool:
+def _run_check(cfg, jobs: int = 2) -> bool:
     from rich.progress import Progress
     from shardlab.autograder.selfcheck import fixtures, run_check
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("grading solutions, stubs and wrong submissions", total=2 + len(fixtures(cfg)))
-        rows = run_check(cfg, progress=lambda: progress.advance(task))
+        rows = run_check(cfg, progress=lambda: progress.advance(task), jobs=jobs)
     table = Table(title="Self-check")
     for col in ("submission", "score", "as declared"):
         table.add_column(col)
@@ -428,9 +433,11 @@ def _run_check(cfg) -> bool:
 
 @cli.command()
 @config_option
-def check(config_path):
+@click.option("--jobs", "-j", type=click.IntRange(1, 64), default=2, show_default=True,
+              help="Submissions graded at once.")
+def check(config_path, jobs):
     """Solutions full marks, stubs zero, known-bad submissions as declared."""
-    if not _run_check(_config(config_path)[0]):
+    if not _run_check(_config(config_path)[0], jobs):
         raise ShardlabError("self-check failed: see the table above")
 
 

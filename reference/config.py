@@ -74,7 +74,7 @@ QUESTION_SECTIONS = ("memory", "fsdp", "comm4d", "buckets", "pipeline")    # a s
 
 SCHEMA: tuple[Key, ...] = (
     Key("course", "name", str, "Systems for Large Models", "course name shown on handouts"),
-    Key("course", "assignment", str, "Assignment 2: Memory, FSDP, 4D parallelism and DDP buckets",
+    Key("course", "assignment", str, "Assignment 2: Memory, FSDP, 4D parallelism, DDP buckets and pipelines",
         "assignment title shown on handouts"),
     Key("course", "seed", int, 20261122, "seed of the generated public and hidden test cases"),
     Key("course", "secret", str, "",

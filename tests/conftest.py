@@ -11,9 +11,11 @@ its file is plain `test_cli.py`.
 
 Tiers: every test carries exactly one tier marker, `pure` (no sandbox, no
 gloo, no subprocess: `make test-fast`, seconds), `sandbox` (student code in
-jailed processes or gloo ranks, real torch runs) or `platform` (otter, the
-Gradescope zip, the CLI in a subprocess, batch grading); usually as a
-file's `pytestmark`. A test without one, or with two, fails collection.
+jailed processes or gloo ranks, real torch runs), `platform` (otter, the
+Gradescope zip, the CLI in a subprocess, batch grading) or `slow` (minutes:
+pip installs into a fresh venv, as a student's first set-up does; left out
+of `make test` and CI by `-m "not slow"`, run by `make test-slow`); usually
+as a file's `pytestmark`. A test without one, or with two, fails collection.
 
 Fixtures used by more than one file are defined here, once; a fixture of one
 file stays in it, under a name no other fixture has. Helpers that are not
@@ -31,7 +33,7 @@ from shardlab.autograder.core import content
 from shardlab.autograder.publish.otter_export import build_autograder, config_text
 from shardlab.reference.config import load_config
 
-TIERS = ("pure", "sandbox", "platform")
+TIERS = ("pure", "sandbox", "platform", "slow")
 SOLUTIONS = content.folder("solutions")
 
 
@@ -42,7 +44,7 @@ def pytest_collection_modifyitems(config, items):
         if len(tiers) != 1:
             wrong.append(f"{item.nodeid}: tiers {sorted(tiers) or 'none'}")
     if wrong:
-        raise pytest.UsageError("every test needs exactly one tier marker (pure, sandbox, platform); "
+        raise pytest.UsageError(f"every test needs exactly one tier marker ({', '.join(TIERS)}); "
                                 "see tests/conftest.py:\n  " + "\n  ".join(wrong))
 
 

@@ -128,3 +128,15 @@ def all_reduces_against_backward(trace_events: list[dict]) -> dict[int, tuple[li
         grads = [e["ts"] for e in trace_events if e["pid"] == rank and e["ph"] == "i" and e.get("cat") == "grad"]
         out[rank] = (starts, max(grads))
     return out
+
+
+def answered_writeup(template: str) -> str:
+    """A writeup.md (`engine.writeup.writeup_template`) answered by a student in the file itself: every
+    section's placeholder replaced by an answer of its own (LaTeX with backslashes, a code block,
+    non-ASCII), and a last line without its newline: none of its bytes may ever change by anything
+    the kit runs."""
+    from shardlab.autograder.engine.writeup import PLACEHOLDER
+    parts = template.split(PLACEHOLDER)
+    answers = [f"Answer {k}: $\\alpha \\log_2 p + m/\\beta$ ≈ {k}·10⁹ s.\n\n```python\nprint({k} * 2**30)\n```\n"
+               "One sentence, mine." for k in range(1, len(parts))]
+    return "".join(p + a for p, a in zip(parts, answers + [""])).rstrip("\n") + "\n\nP.S. no newline at the end"

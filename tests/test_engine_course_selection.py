@@ -88,7 +88,8 @@ def test_a_two_question_course_builds_only_those(tmp_path):
         assert re.findall(r"^## Question (\d+)", text, re.M) == ["1", "5"]
         tasks = set(re.findall(r"^\| (\d)\.\w+ \|", text, re.M))
         assert tasks == {"1", "5"}, tasks
-    assert "## Question 5 — Pipeline parallelism (30 points)" in handout
+    # [points] pipeline = 30 scales the autograded parts; the written ones keep their own (5 x 2, by hand)
+    assert "## Question 5 — Pipeline parallelism (30 points + 10 written)" in handout
     assert sorted(p.name for p in (out / "figures").iterdir()) == ["pipeline_schedules.png"]
     with zipfile.ZipFile(out / "autograder.zip") as zf:
         assert sorted(n for n in zf.namelist() if n.startswith("tests/")) == ["tests/q1.py", "tests/q5.py"]

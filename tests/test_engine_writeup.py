@@ -21,8 +21,9 @@ from shardlab.autograder.sandbox.process import Limits
 from shardlab.reference.config import load_config
 
 FAST = Limits(call_seconds=2.0, import_seconds=30.0)
-# docs/spec.md's written deliverables: 1 (a), 1 (b), 2 (a), 3 (b) and the free response 3 (d), task 3.7
-WRITTEN_IDS = ["1.a", "1.b", "2.a", "3.b", "3.7"]
+# docs/spec.md's written deliverables: every sub-question the handout asks to derive, compute or explain,
+# the free response 3 (d) being task 3.7
+WRITTEN_IDS = ["1.a", "1.b", "2.a", "3.a", "3.b", "3.c", "3.7", "4.a", "4.b", "4.c", "5.a", "5.b", "5.c", "5.d", "5.e"]
 
 
 def _fill(template: str, answers: dict[str, str]) -> str:
@@ -40,14 +41,21 @@ def test_the_kit_carries_one_section_per_written_part(cfg):
     assert kit[WRITEUP_FILE] == writeup_template()
     assert [p.id for p in written_parts()] == WRITTEN_IDS
     assert [line.split()[1] for line in kit[WRITEUP_FILE].splitlines() if line.startswith("## ")] == WRITTEN_IDS
+    # no course secret: no answers.toml, and the README hands in what the kit holds (with a secret:
+    # tests/test_publish_written_answers.py)
+    assert "answers.toml" not in kit and "answers.toml" not in kit["README.md"]
+    assert "zip -r submission.zip assignments writeup.md`" in kit["README.md"]
 
 
 @pytest.mark.pure
 def test_reading_strips_prompts_and_placeholders_and_counts_words(tmp_path):
     (tmp_path / WRITEUP_FILE).write_text(_fill(writeup_template(), {"1.a": "Four hundred and two devices."}))
     sections = read_writeup(tmp_path)
-    assert sections == {"1.a": "Four hundred and two devices.", "1.b": "", "2.a": "", "3.b": "", "3.7": ""}
+    assert sections == {part_id: "Four hundred and two devices." if part_id == "1.a" else "" for part_id in WRITTEN_IDS}
     assert written_feedback("1.a", sections) == "Graded by hand. Answered in writeup.md (5 words)."
+    # with the part's points in the course: worth them, or not graded (4.c by default)
+    assert written_feedback("1.a", sections, 1) == "Graded by hand (1 point). Answered in writeup.md (5 words)."
+    assert written_feedback("4.c", sections, 0).startswith("Not graded (a place for your answer only). Missing")
     assert "is empty" in written_feedback("1.b", sections)
     assert "no writeup.md" in written_feedback("1.a", read_writeup(tmp_path / "nowhere"))
 
@@ -75,7 +83,7 @@ def test_written_answers_round_trip_from_kit_to_graders(cfg, submission, tmp_pat
     silent = grade_folder(root, cfg, FAST, modules={"memory"}).to_dict()
     by_id = {p["id"]: p for p in answered["questions"][0]["parts"]}
     # words are whitespace-separated: "It", "needs", "<b>many</b>", "devices."
-    assert by_id["1.a"]["feedback"] == "Graded by hand. Answered in writeup.md (4 words)."
+    assert by_id["1.a"]["feedback"] == "Graded by hand (2 points). Answered in writeup.md (4 words)."
     assert "is empty" in by_id["1.b"]["feedback"] and by_id["1.a"]["kind"] == "manual"
     assert answered["written"] == {"1.a": "It needs <b>many</b> devices."} and silent["written"] == {}
     assert "no writeup.md" in {p["id"]: p for p in silent["questions"][0]["parts"]}["1.a"]["feedback"]

@@ -78,7 +78,9 @@ def test_the_handout_sets_the_courses_three_questions_on_its_hardware(built):
     handout = (out / "handout.md").read_text()
     assert re.findall(r"^## Question (\d)", handout, re.M) == ["1", "4", "5"]
     assert "A100 40GB" in handout and "TPU v5e" in handout and "F70" in handout
-    assert "(30 points)" in handout and "(17 points)" in handout and "(25 points)" in handout
+    # the autograded points as [points] sets them, then the written parts', graded by hand (4.c: 1, as set)
+    assert "(30 points + 4 written)" in handout and "(17 points + 5 written)" in handout
+    assert "(25 points + 10 written)" in handout
     # question 1's parts scaled to 30 points (30/14 of each) show at most two decimals, as every score does
     rows = re.findall(r"^\| ([145]\.\d+) \| [^|]+ \| ([^|]+) \|", handout, re.M)
     assert len(rows) > 10 and all(re.fullmatch(r"\d+(\.\d\d?)?", points.strip()) for _, points in rows), rows

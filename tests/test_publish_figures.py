@@ -153,6 +153,7 @@ def test_every_figure_is_in_every_student_format_with_its_alt_text(course):
         assert f"![{alt}](attachment:{name}.png)" in "".join(cell["source"])
         assert cell["attachments"][f"{name}.png"]["image/png"]       # the PNG travels in the notebook
         assert kit[f"figures/{name}.png"] == diagrams.diagram_png(course, name, False)
+    assert kit["handout.html"] == html.replace("<title>handout</title>", f"<title>{course.assignment_name}</title>")
     for text in (md, html, json.dumps(nb), *[p for p in kit]):
         assert "solutions-figures" not in text and "bucket_overhead" not in text
 

@@ -6,10 +6,11 @@ import zipfile
 
 import nbformat
 import pytest
+from helpers import answered_writeup
 from nbclient import NotebookClient
 
 from shardlab.autograder.publish.mathtext import to_tex
-from shardlab.autograder.engine.writeup import read_writeup, written_parts
+from shardlab.autograder.engine.writeup import WRITEUP_FILE, read_writeup, written_parts
 from shardlab.autograder.engine.answer_sheet import answer_sheet
 from shardlab.autograder.questions import questions
 from shardlab.autograder.publish.kit_harness import distributed_parts
@@ -75,7 +76,8 @@ def test_no_bucket_plot_no_link(tmp_path, cfg):
 
 def test_notebook_validates_and_runs_on_the_solutions(out, tmp_path):
     """In the starter kit's folder with the solutions in assignments/: every check cell
-    passes, the distributed ones on local gloo ranks."""
+    passes, the distributed ones on local gloo ranks; run top to bottom, the notebook
+    changes no byte of a writeup.md answered in the file, nor anything in assignments/."""
     with zipfile.ZipFile(out / "starter-kit.zip") as zf:
         zf.extractall(tmp_path)
     kit = tmp_path / "starter-kit"
@@ -87,14 +89,20 @@ def test_notebook_validates_and_runs_on_the_solutions(out, tmp_path):
         f"run_distributed({p.id!r})" for p in distributed_parts()}
     shutil.rmtree(kit / "assignments")
     shutil.copytree(SOLUTIONS, kit / "assignments", ignore=shutil.ignore_patterns("__pycache__"))
+    (kit / WRITEUP_FILE).write_bytes(answered_writeup((kit / WRITEUP_FILE).read_text()).encode())
+    writeup = (kit / WRITEUP_FILE).read_bytes()
+    assignments = {p: p.read_bytes() for p in (kit / "assignments").rglob("*")}
     NotebookClient(nb, timeout=120, kernel_name="python3",
                    resources={"metadata": {"path": str(kit)}}).execute()
+    assert (kit / WRITEUP_FILE).read_bytes() == writeup
+    assert {p: p.read_bytes() for p in (kit / "assignments").rglob("*")} == assignments   # no __pycache__ either
     # per cell: a busy kernel may send one print as several stream messages
     printed = ["".join(o.text for o in c.outputs if o.get("name") == "stdout") for c in code]
     passed = [text for text in printed if text]
     assert len(passed) == len(code) - 1, printed
     assert all("public checks passed" in t or "public runs passed on local gloo ranks" in t
-               or t.startswith(("saved ", "bucketed-ddp: ", "fsdp: ", "pipeline: ")) for t in passed), printed
+               or t.startswith(("bucketed-ddp: ", "fsdp: ", "pipeline: ")) or ": nothing to save (" in t
+               for t in passed), printed
     # the drawn tasks' timelines, drawn from this run and shown inline (a PNG in the cell's output)
     shown = {c.source: [o for o in c.outputs if "image/png" in o.get("data", {})] for c in code
              if c.source.startswith("show_timeline(")}
@@ -102,8 +110,8 @@ def test_notebook_validates_and_runs_on_the_solutions(out, tmp_path):
     assert all(len(images) == 1 for images in shown.values()), shown
     assert "started before backward ended" in next(t for t in printed if t.startswith("bucketed-ddp: "))
     assert "stage 0: FFBFBFBB, up to 2 in flight, as 1F1B" in next(t for t in printed if t.startswith("pipeline: "))
-    # each written deliverable's cell saved its (still blank) section of writeup.md
-    assert sum(t.startswith("saved ") for t in passed) == len(written_parts())
+    # each written deliverable's cell, untouched, saved nothing (tests/test_publish_written_answers.py)
+    assert [t.split(":")[0] for t in passed if ": nothing to save (" in t] == [p.id for p in written_parts()]
     assert set(read_writeup(kit)) == {p.id for p in written_parts()}
 
 

@@ -3,6 +3,7 @@ stubs and passes on the solutions; hidden cases and reference code stay out."""
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -27,16 +28,28 @@ def kit(tmp_path_factory, cfg):
     return out / "unpacked" / "starter-kit", names
 
 
-def kit_pytest(root):
-    # a clean interpreter in the kit's folder: the repo is not on its path
-    return subprocess.run([sys.executable, "-I", "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+def kit_pytest(root, *options: str):
+    # a clean interpreter in the kit's folder: the repo is not on its path; `-q` unless options are given
+    return subprocess.run([sys.executable, "-I", "-m", "pytest", "-p", "no:cacheprovider", *(options or ["-q"])],
                           cwd=root, capture_output=True, text=True, timeout=300)
+
+
+def _entries(root) -> list[dict]:
+    """Every public test of the kit, in the order pytest runs them: per question, its cases, then its runs."""
+    cases, runs = (json.loads((root / "tests" / name).read_text()) for name in ("public_cases.json",
+                                                                                "public_runs.json"))
+    return [e for q in cases for e in cases[q] + runs.get(q, [])]
 
 
 def test_contents(kit):
     root, names = kit
     assert {"starter-kit/README.md", "starter-kit/pyproject.toml", "starter-kit/assignments/memory.py",
-            "starter-kit/tests/test_q1_memory.py", "starter-kit/handout.ipynb"} <= set(names)
+            "starter-kit/tests/test_q1_memory.py", "starter-kit/handout.ipynb",
+            "starter-kit/handout.html"} <= set(names)
+    html = (root / "handout.html").read_text()      # the handout offline: its figures beside it, no script or link
+    assert "<math" in html and "<script" not in html and "<link" not in html
+    figures = re.findall(r'src="([^"]+)"', html)
+    assert figures and all((root / f).is_file() for f in figures), figures
     assert not any(n.split("/")[1] in ("solutions", "reference", "autograder") for n in names)
     readme = (root / "README.md").read_text()
     assert "pytest" in readme and "zip" in readme and "Task 4.5" in readme
@@ -59,13 +72,22 @@ def test_stubs_fail_solutions_pass(kit, tmp_path):
     root, _ = kit
     shutil.copytree(root, tmp_path / "kit")
     stubs = kit_pytest(tmp_path / "kit")
-    assert stubs.returncode == 1 and "NotImplementedError" in stubs.stdout
-    assert " passed" not in stubs.stdout.splitlines()[-1] and "skipped" not in stubs.stdout
-    runs = json.loads((root / "tests" / "public_runs.json").read_text())
-    failed = [line for line in stubs.stdout.splitlines() if line.startswith("FAILED")]
-    for q, entries in runs.items():
-        for run in entries:     # each distributed public case ran on ranks and failed
-            assert any(f"test_q{q}_" in line and f"test_public_run[{run['id']}]" in line for line in failed), run["id"]
+    lines = stubs.stdout.splitlines()
+    entries = _entries(root)
+    # every test ran and failed, the distributed ones on ranks included: none passed, none skipped
+    assert stubs.returncode == 1 and lines[-1].startswith(f"{len(entries)} failed in "), lines[-3:]
+    assert "skipped" not in stubs.stdout
+    # the short report (the kit's conftest): one line per task, its first failing case in the grader's words,
+    # no traceback, nothing of the harness; 2,357 lines before it
+    tasks = list(dict.fromkeys(e["part"] for e in entries))
+    report = [line for line in lines if re.match(r"\d+\.\d+( \(\d+ of \d+ cases fail\))?: ", line)]
+    assert [line.split(":")[0].split(" ")[0] for line in report] == tasks
+    for line, task in zip(report, tasks):
+        first = next(e for e in entries if e["part"] == task)
+        said = r"rank \d: NotImplementedError: Task " if "call" in first else r"\): NotImplementedError: Task "
+        assert re.search(said, line) and "(assignments/" in line, line
+    assert "Traceback" not in stubs.stdout and "shardlab_local" not in stubs.stdout and "def " not in stubs.stdout
+    assert len(lines) <= len(tasks) + 15, stubs.stdout
     shutil.rmtree(tmp_path / "kit" / "assignments")
     shutil.copytree(SOLUTIONS, tmp_path / "kit" / "assignments", ignore=shutil.ignore_patterns("__pycache__"))
     solved = kit_pytest(tmp_path / "kit")
@@ -80,6 +102,22 @@ def test_stubs_fail_solutions_pass(kit, tmp_path):
     for name in ("bucketed-ddp.png", "bucketed-ddp.trace.json", "fsdp.png", "fsdp.trace.json", "pipeline.png",
                  "pipeline.trace.json"):
         assert (tmp_path / "kit" / "timelines" / name).stat().st_size > 0
+
+
+def test_one_task_alone_and_in_full(kit, tmp_path):
+    """`pytest -m task_2_1` selects 2.1's tests, never 2.10's or 2.11's (as `-k 2.1` does); `-v` and
+    `--tb=long` show every case with its traceback instead of the one-line report."""
+    root, _ = kit
+    shutil.copytree(root, tmp_path / "kit")
+    entries = _entries(root)
+    chosen = kit_pytest(tmp_path / "kit", "-q", "--collect-only", "-m", "task_2_1")
+    ids = [line for line in chosen.stdout.splitlines() if "::" in line]
+    assert ids == [f"tests/test_q2_fsdp.py::test_public[{e['id']}]" for e in entries if e["part"] == "2.1"]
+    assert len(ids) == 2 and all("[2.1 " in i for i in ids)
+    for detail in ("-v", "--tb=long"):
+        full = kit_pytest(tmp_path / "kit", "-m", "task_1_1", detail)
+        assert full.returncode == 1 and 'raise NotImplementedError("Task 1.1: param_count")' in full.stdout
+        assert "assignments/memory.py:" in full.stdout and "tasks fail (the first failing case" not in full.stdout
 
 
 def test_a_known_mistake_is_named(kit, tmp_path):
@@ -102,7 +140,7 @@ def test_setup_is_two_commands_with_the_grader_s_cpu_torch(kit):
     declared = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
     assert f"torch=={pin}" in declared and any(d.startswith("pytest") for d in declared)
     readme = (root / "README.md").read_text()
-    assert ("python3 -m venv .venv && .venv/bin/pip install -e . "
+    assert ("python3 -m venv .venv && .venv/bin/pip install -e '.[notebook]' "
             "--extra-index-url https://download.pytorch.org/whl/cpu\n   .venv/bin/pytest\n") in readme
     assert "WSL2" in readme
 

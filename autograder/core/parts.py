@@ -108,7 +108,8 @@ class Part:
     real-run check); cases(cfg, rng) -> list[Case] (the engine seeds rng);
     expect(case) -> the reference values, one per call; misconceptions are
     tried in order when a value is wrong.
-    kind: 'auto' (graded here) or 'manual' (graded by hand; 0 auto points).
+    kind: 'auto' (graded here) or 'manual' (graded by hand from writeup.md: its
+    points are the graders', outside the autograder's total).
     compare: a Comparator (`kit.comparison`) judging each returned value.
     probe: the name of the probe that evaluates the calls (`engine.probes`):
     'calls' (plain function calls in one sandboxed process) or 'gloo'
@@ -167,9 +168,14 @@ def function_part(id: str, module: str, function: str, reference: Callable, poin
                 description=description)
 
 
-def written_part(id: str, module: str, title: str, description: str) -> Part:
+WRITTEN_POINTS = 2.0     # a written part's points unless its definition or the course's [points] says otherwise
+
+
+def written_part(id: str, module: str, title: str, description: str, points: float = WRITTEN_POINTS) -> Part:
     """A written deliverable, graded by hand from the student's writeup.md
-    (`engine.writeup`): no cases, no auto points; the report says whether
-    it was answered."""
-    return Part(id=id, title=title, module=module, points=0, cases=lambda cfg, rng: [],
+    (`engine.writeup`): no cases. Its `points` are the graders' (the course's
+    `[points] "<id>"` overrides them; 0: a place for the answer, not graded),
+    shown in the handout, writeup.md and the Gradescope outline `shardlab build`
+    prints, never in the autograder's total: the report says whether it was answered."""
+    return Part(id=id, title=title, module=module, points=points, cases=lambda cfg, rng: [],
                 expect=lambda case: [], kind="manual", description=description)

@@ -258,7 +258,8 @@ def grade_folder(root: Path, cfg, limits: Limits = Limits(), label: str | None =
     qresults = []
     for q in chosen:
         presults = [graded[part.id] if part.kind == "auto" else
-                    PartResult(part.id, part.title, 0.0, 0.0, written_feedback(part.id, sections), part.kind)
+                    PartResult(part.id, part.title, 0.0, 0.0,
+                               written_feedback(part.id, sections, part_points(part, cfg)), part.kind)
                     for part in q.parts]
         qresults.append(QuestionResult(str(q.number), q.title, sum(p.score for p in presults),
                                        sum(p.max_score for p in presults if not p.bonus), presults))

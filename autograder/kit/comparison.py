@@ -129,5 +129,10 @@ def check(module: str, function: str, args: dict, expected: Any, kind: str, rtol
     if reason is None:
         return
     mistake = next((message for value, message in mistakes if judge(kind, value, got, rtol, atol) is None), None)
-    call = f"{function}({', '.join(f'{k}={v!r}' for k, v in args.items())})"
-    raise AssertionError(f"{call}: {public_feedback(reason, expected, show_value(got), note, mistake)}")
+    raise AssertionError(f"{call_text(function, args)}: "
+                         f"{public_feedback(reason, expected, show_value(got), note, mistake)}")
+
+
+def call_text(function: str, args: dict) -> str:
+    """A public call as `check`'s messages name it: `function(name=value, ...)`."""
+    return f"{function}({', '.join(f'{k}={v!r}' for k, v in args.items())})"

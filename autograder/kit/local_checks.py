@@ -8,17 +8,24 @@ the whole pytest session. Parts that judge the same run (2.7-2.11 judge the
 same trainings) share it: each distinct run happens once. After a run hangs
 or a rank dies, the scenario's remaining runs are not started, as in the
 grader (`gloo.launch`): each would only cost the deadline again.
+
+The kit's tests/conftest.py words its short report with `failure_line` (one
+line per failed public test, calls' checks and runs alike) and marks each
+test with its task's `task_marker` (`pytest -m task_2_1`).
 """
 from __future__ import annotations
 
 import json
+import re
 
 from .checks import comparator_named
-from .comparison import public_feedback, show_value
+from .comparison import call_text, public_feedback, show_value
 from .local import LocalGroup, ScenarioFailed
+from .student_values import describe_exception
 
 SCENARIO_SECONDS = 30.0         # one training run takes well under a second; a laptop may be slow
 COLLECTIVE_SECONDS = 5.0
+FEEDBACK_CHARS = 400            # one line of the kit's short pytest report; `pytest -v` shows a message whole
 
 
 def run_key(scenario: str, module: str, args: dict) -> str:
@@ -88,3 +95,29 @@ def check_run(run: dict, ranks: Ranks) -> list:
     mistake = next((message for value, message in run["mistakes"] if compare(value, got)), None)
     raise AssertionError(f"{run['call']}: "
                          + public_feedback(problem, run["expected"], show_value(got)[:200], run["note"], mistake))
+
+
+def task_marker(task: str) -> str:
+    """The pytest marker of a task's public tests in the kit: `pytest -m task_2_1` selects
+    task 2.1 alone (`-k 2.1` matches substrings, 2.10 and 2.11 too)."""
+    return "task_" + re.sub(r"\W", "_", task)
+
+
+def call_of(entry: dict) -> str:
+    """How feedback names the call of a public test: an entry of public_runs.json (its
+    `call`) or of public_cases.json (its check's function and arguments)."""
+    if "call" in entry:
+        return entry["call"]
+    return call_text(entry["check"]["function"], entry["check"]["args"])
+
+
+def failure_line(entry: dict, exc: BaseException) -> str:
+    """A failed public test in one line: the grader's feedback when the check itself
+    failed (`check` or `check_run` raised, naming the call first), else the call and
+    what the student's code raised, at its innermost line in assignments/. Capped at
+    FEEDBACK_CHARS."""
+    call, text = call_of(entry), str(exc)
+    if not (isinstance(exc, AssertionError) and text.startswith(f"{call}: ")):
+        text = f"{call}: {describe_exception(exc)}"
+    text = " ".join(text.split())
+    return text if len(text) <= FEEDBACK_CHARS else text[:FEEDBACK_CHARS - 1] + "…"

@@ -14,6 +14,7 @@ import io
 from functools import lru_cache
 
 from shardlab.autograder.core.drawing import Diagram, pyplot
+from shardlab.autograder.kit.timelines.overlap import fit_texts
 from shardlab.autograder.questions import questions, registered
 
 DIAGRAMS: dict[str, Diagram] = {d.name: d for q in registered() for d in q.figures}
@@ -30,6 +31,7 @@ def diagram_png(cfg, name: str, to_scale: bool) -> bytes:
 def _png(cfg, name: str, to_scale: bool) -> bytes:
     plt = pyplot()
     fig = DIAGRAMS[name].draw(cfg, to_scale)
+    fit_texts(fig)          # a course's long numbers never push a title past the figure's edge
     buf = io.BytesIO()
     fig.savefig(buf, format="png", metadata={"Software": None})     # one draw: the margins are set by hand
     plt.close(fig)

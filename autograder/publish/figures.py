@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from shardlab.autograder.kit.timelines.overlap import fit_texts
 from shardlab.reference import memory
 from shardlab.reference.specs import FP32_BYTES, GB
 
@@ -38,6 +39,7 @@ def memory_breakdown_png(cfg, path: Path) -> Path:
     ax.set_title(f"{cfg.model.name}: training memory, {cfg.tokens_per_device:,} tokens per device")
     ax.margins(x=0.2)
     fig.tight_layout()
+    fit_texts(fig)          # a long model name never pushes the title past the figure's edge
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
     plt.close(fig)

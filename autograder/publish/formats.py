@@ -8,7 +8,9 @@ each distributed task's a cell that runs its public cases on local gloo ranks
 with the kit's copy of the grader's checks (tests/shardlab_local/, so it
 runs in the starter kit's folder) and, for the overlap tasks, a cell that
 shows the traced timeline of one step (`kit.timelines`) inline, and
-for each written deliverable a cell that saves the answer in writeup.md."""
+for each written deliverable a cell that saves the answer typed in it in
+writeup.md (an untouched cell saves nothing; no cell replaces an answer it
+did not save)."""
 from __future__ import annotations
 
 import base64
@@ -24,7 +26,8 @@ from mdit_py_plugins.dollarmath import dollarmath_plugin
 from shardlab.autograder.kit import comparison
 from shardlab.autograder.publish.diagrams import document_figures
 from shardlab.autograder.publish.kit_harness import is_distributed
-from shardlab.autograder.questions import questions
+from shardlab.autograder.engine.writeup import PLACEHOLDER, points_label
+from shardlab.autograder.questions import part_points, questions
 
 PAGE = """<!DOCTYPE html>
 <html lang="en">
@@ -65,6 +68,9 @@ SETUP = '''\
 # Run this cell first. It makes assignments/ importable and defines the checks.
 import importlib, json, os, sys
 sys.path.insert(0, os.getcwd())
+# nothing this notebook runs writes into assignments/ (no __pycache__ beside your code, here or in the ranks)
+sys.dont_write_bytecode = True
+os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
 
 {helper}
 
@@ -128,22 +134,54 @@ def show_timeline(part_id):
         display(Image(filename=str(png)))
 
 
-def write_answer(part_id, text):
-    """Put your written answer to `part_id` under its heading in writeup.md (hand it in)."""
+PLACEHOLDER = {placeholder}
+
+
+def _answer(text):
+    """An answer as graders read it: without the comments and the placeholder."""
     import re
+    return re.sub(r"<!--.*?-->", "", text, flags=re.S).replace(PLACEHOLDER, "").strip()
+
+
+def _stamp(answer):
+    """The note saved above an answer this notebook wrote: it may replace that answer, never another."""
+    import hashlib
+    return "<!-- saved from handout.ipynb: " + hashlib.sha256(answer.encode()).hexdigest()[:16] + " -->"
+
+
+def write_answer(part_id, text):
+    """Save the answer you typed in this cell under its heading in writeup.md (hand that file in).
+    Only what you typed is saved: a cell still holding the placeholder saves nothing, and an answer
+    in writeup.md that this notebook did not save there (one you wrote in the file) is never replaced."""
+    import re
+    answer = _answer(text)
+    if not answer:
+        print(f"{{part_id}}: nothing to save (type your answer in place of {{PLACEHOLDER}}, then run this cell)")
+        return
     path = os.path.join(os.getcwd(), "writeup.md")
     old = open(path, encoding="utf-8").read() if os.path.exists(path) else "# Written answers\\n"
-    heading = re.compile(r"^## +" + re.escape(part_id) + r"\\b[^\\n]*$", re.M)
-    found = heading.search(old)
+    found = re.search(r"^## +" + re.escape(part_id) + r"(?:[ \\t][^\\n]*)?$", old, re.M)
     if found is None:
-        new = old.rstrip("\\n") + f"\\n\\n## {{part_id}}\\n\\n{{text.strip()}}\\n"
+        new = old.rstrip("\\n") + f"\\n\\n## {{part_id}}\\n\\n{{_stamp(answer)}}\\n{{answer}}\\n"
     else:
         following = re.compile(r"^## ", re.M).search(old, found.end())
         end = following.start() if following else len(old)
-        new = old[:found.end()] + f"\\n\\n{{text.strip()}}\\n\\n" + old[end:]
+        body = old[found.end():end]
+        there = _answer(body)
+        if there == answer:
+            print(f"{{part_id}}: already in writeup.md ({{len(answer.split())}} words)")
+            return
+        if there and _stamp(there) not in body:
+            print(f"{{part_id}}: NOT saved. writeup.md already has an answer under '## {{part_id}}' that this "
+                  "notebook did not write, and it stays as it is. To save this cell's text instead, delete "
+                  "that answer from writeup.md and run this cell again.", file=sys.stderr)
+            return
+        prompts = [c for c in re.findall(r"<!--.*?-->", body, re.S) if not c.startswith("<!-- saved from ")]
+        new = (old[:found.end()] + "\\n\\n" + "".join(c + "\\n\\n" for c in prompts) + _stamp(answer) + "\\n"
+               + answer + "\\n\\n" + old[end:])
     with open(path, "w", encoding="utf-8") as f:
         f.write(new.rstrip("\\n") + "\\n")
-    print(f"saved {{part_id}} in writeup.md ({{len(text.split())}} words)")
+    print(f"saved {{part_id}} in writeup.md ({{len(answer.split())}} words)")
 '''
 
 _SECTION = re.compile(r"^(?=#{2,3} )", re.M)
@@ -203,11 +241,14 @@ def notebook(cfg, handout_md: str, checks: dict) -> nbformat.NotebookNode:
                 cells.append(nbformat.v4.new_code_cell(f"show_timeline({part.id!r})"))
         for part in (p for p in q.parts if p.kind == "manual"):      # `engine.writeup`
             cells.append(nbformat.v4.new_markdown_cell(
-                f"**Written {part.id}** {part.title}: {part.description}. Write it below; the cell saves it "
-                "under its heading in `writeup.md`, which you hand in beside `assignments/`."))
+                f"**Written {part.id}** {part.title} ({points_label(part_points(part, cfg))}): "
+                f"{part.description}. Type your answer below in place of `{PLACEHOLDER}` and run the cell: it "
+                "saves your text under its heading in `writeup.md`, which you hand in beside `assignments/`. "
+                "Or write it in `writeup.md` directly: a cell left as it is saves nothing, and no cell ever "
+                "replaces an answer it did not save."))
             cells.append(nbformat.v4.new_code_cell(
-                f'write_answer({part.id!r}, """\n(your answer here)\n""")'))
-    cells.insert(1, nbformat.v4.new_code_cell(SETUP.format(helper=helper)))
+                f'write_answer({part.id!r}, r"""\n{PLACEHOLDER}\n""")'))
+    cells.insert(1, nbformat.v4.new_code_cell(SETUP.format(helper=helper, placeholder=json.dumps(PLACEHOLDER))))
     nb.cells = cells
     nbformat.validate(nb)
     return nb

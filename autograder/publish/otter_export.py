@@ -56,7 +56,8 @@ from shardlab.autograder.engine.answer_sheet import ROSTER_FILE, SHEET_TITLE, sh
 from shardlab.autograder.engine.plan import case_groups, group_points, part_cases
 from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.platforms.otter import CONFIG_FILE, ENTRY_FILE, QUARANTINE, question_file_title
-from shardlab.autograder.questions import part_points, questions
+from shardlab.autograder.core.results import points_text
+from shardlab.autograder.questions import hand_graded, part_points, questions
 from shardlab.reference.cache import CACHE_ENV
 
 REPO = content.ROOT
@@ -320,6 +321,17 @@ def gradescope_points(cfg) -> float:
     sheet with a course secret); a bonus earned shows as extra credit."""
     auto = sum(part_points(p, cfg) for q in questions(cfg) for p in q.parts if p.kind == "auto" and not p.bonus)
     return _number(auto + cfg.answer_points * len(sheet_parts(cfg)))
+
+
+def manual_outline(cfg) -> str | None:
+    """The hand-graded parts (`questions.hand_graded`: the written parts with points) as manual questions
+    of the Gradescope outline, beside the autograder's points: "1.a (2), 1.b (2), ..., 3.7 (4), ...: 30
+    points in all"; None when the course grades none by hand. They never count in `gradescope_points`."""
+    parts = hand_graded(cfg)
+    if not parts:
+        return None
+    listed = ", ".join(f"{p.id} ({points_text(points)})" for p, points in parts)
+    return f"{listed}: {points_text(sum(points for _, points in parts))} points in all"
 
 
 def config_text(config_path) -> str:

@@ -32,8 +32,10 @@ def context(cfg, solutions: bool, figures: dict | None = None, student: dict | N
             parts=[dict(id=p.id, title=p.title, points=part_points(p, cfg), kind=p.kind,
                         description=p.description,
                         mistakes=[m.message for m in p.for_course(cfg).misconceptions]) for p in q.parts],
-            points=sum(part_points(p, cfg) for p in q.parts if not p.bonus),
-            bonus=sum(part_points(p, cfg) for p in q.parts if p.bonus),
+            # the autograder's points, then the graders' (the written parts, `questions.hand_graded`)
+            points=sum(part_points(p, cfg) for p in q.parts if p.kind == "auto" and not p.bonus),
+            bonus=sum(part_points(p, cfg) for p in q.parts if p.kind == "auto" and p.bonus),
+            written=sum(part_points(p, cfg) for p in q.parts if p.kind == "manual"),
         ))
     diagrams = document_figures(cfg, solutions)
 

@@ -11,8 +11,12 @@ Pipeline, in order:
    tests/shardlab_local/);
 3. the kit: assignments/ stubs, tests/ (one plain pytest file per question,
    the JSON cases and runs, the kit package with its two launchers, and a
-   conftest.py holding the session's ranks), README.md (the
-   starter_readme.md.j2 template), pyproject.toml, the notebook.
+   conftest.py holding the session's ranks, a marker per task and the short
+   report: one line per failing task), README.md (the starter_readme.md.j2
+   template), pyproject.toml (Jupyter as the `notebook` extra), the handout
+   (Markdown, offline HTML with MathML, figures/) and the notebook; what the
+   student hands in: writeup.md (a section per written part, `engine.writeup`)
+   and, only when the course has a secret, a blank answers.toml.
 """
 from __future__ import annotations
 
@@ -21,12 +25,13 @@ import zipfile
 from pathlib import Path
 
 from shardlab.autograder.core import content
+from shardlab.autograder.engine.answer_sheet import ANSWERS_FILE, sheet_toml
 from shardlab.autograder.engine.writeup import WRITEUP_FILE, writeup_template
 from shardlab.autograder.kit.comparison import Compare
 from shardlab.autograder.core.parts import Part, alternatives
 from shardlab.autograder.engine.plan import part_plan
 from shardlab.autograder.publish.diagrams import document_figures
-from shardlab.autograder.publish.formats import notebook_json
+from shardlab.autograder.publish.formats import notebook_json, to_html
 from shardlab.autograder.publish.jinja import environment
 from shardlab.autograder.publish.kit_harness import harness_files, public_runs
 from shardlab.autograder.publish.stubs import generated_stubs
@@ -42,13 +47,29 @@ requires-python = ">=3.11"
 # numpy: torch warns without it; matplotlib: the timelines and the bucket experiment's plot
 dependencies = ["torch=={torch}", "numpy", "matplotlib", "pytest>=8"]
 
+[project.optional-dependencies]
+# `pip install -e '.[notebook]'`: Jupyter, to run handout.ipynb (`jupyter notebook handout.ipynb`, or headless:
+# `jupyter nbconvert --to notebook --execute handout.ipynb`)
+notebook = ["notebook", "ipykernel", "nbconvert"]
+
 [tool.setuptools]
 packages = []        # nothing to install from this folder but the dependencies (tests find assignments/)
 
 [tool.pytest.ini_options]
 pythonpath = [".", "tests"]
 testpaths = ["tests"]
+# tests/conftest.py: plain `pytest` prints one line per failing task (`pytest -v`: every case, with its traceback),
+# and each test carries its task's marker (`pytest -m task_1_3`: that task alone)
 addopts = "-ra"
+"""
+
+# above the blank answers.toml of a course with a secret: each student's own sheet (their student_id, their
+# variant's keys) is in their handout folder, out/students/<student_id>/ (`publish.roster`)
+KIT_ANSWERS_NOTE = """\
+# The final numbers of your handout's questions, graded against your own numbers: plain numbers in base
+# units (bytes, seconds, FLOPs, tokens, devices; not GB or ms), relative tolerance 1e-4.
+# This course gives every student their own numbers. Your own answers.toml, with your student_id filled
+# in, comes with your own handout from your instructor: put it here in place of this blank one.
 """
 
 TEST_FILE = '''\
@@ -80,20 +101,93 @@ def test_public_run(run, gloo_ranks):
     check_run(run, gloo_ranks)
 '''
 
-CONFTEST = '''"""The gloo ranks of the distributed tests: started once per pytest session
-(one group per world size), stopped at its end, even after Ctrl-C."""
+CONFTEST = '''"""The kit's pytest set-up.
+
+- The gloo ranks of the distributed tests: started once per pytest session
+  (one group per world size), stopped at its end, even after Ctrl-C.
+- A marker per task: `pytest -m task_2_1` runs task 2.1's tests alone
+  (`-k 2.1` would match 2.10 and 2.11 too).
+- The report: plain `pytest` (or `pytest -q`) prints one line per failing
+  task, the grader's feedback on its first failing case, and no traceback;
+  `pytest -v`, or any `--tb=...`, shows every case with its traceback.
+"""
+import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from shardlab_local.local_checks import Ranks
+from shardlab_local.local_checks import Ranks, failure_line, task_marker
+
+HERE = Path(__file__).resolve().parent
+BRIEF = pytest.StashKey[bool]()
 
 
 @pytest.fixture(scope="session")
 def gloo_ranks():
-    ranks = Ranks(root=str(Path(__file__).resolve().parents[1]))
+    ranks = Ranks(root=str(HERE.parent))
     yield ranks
     ranks.close()
+
+
+def _entry(item):
+    """The public case (public_cases.json) or run (public_runs.json) a test checks, if any."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    entry = params.get("case", params.get("run"))
+    return entry if isinstance(entry, dict) and "part" in entry else None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    tasks = [e["part"] for name in ("public_cases.json", "public_runs.json")
+             for entries in json.loads((HERE / name).read_text()).values() for e in entries]
+    for task in dict.fromkeys(tasks):
+        config.addinivalue_line("markers", f"{task_marker(task)}: task {task}'s public tests alone")
+    brief = config.option.verbose <= 0 and config.option.tbstyle == "auto"
+    config.stash[BRIEF] = brief
+    if brief:           # the failures are summed up per task below, not listed one by one
+        config.option.tbstyle = "no"
+        chars = config.option.reportchars.replace("A", "PpsxXE").replace("a", "sxXE")
+        config.option.reportchars = chars.replace("f", "") or "N"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        entry = _entry(item)
+        if entry is not None:
+            item.add_marker(task_marker(entry["part"]))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    entry = _entry(item)
+    if entry is not None and report.when == "call":
+        report.user_properties.append(("task", entry["part"]))
+        if report.failed and call.excinfo is not None:
+            report.user_properties.append(("feedback", failure_line(entry, call.excinfo.value)))
+    return report
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if not config.stash.get(BRIEF, False):
+        return
+    cases, failed = Counter(), {}
+    for report in terminalreporter.stats.get("passed", []) + terminalreporter.stats.get("failed", []):
+        said = dict(getattr(report, "user_properties", ()))
+        if "task" in said:
+            cases[said["task"]] += 1
+            if "feedback" in said:
+                failed.setdefault(said["task"], []).append(said["feedback"])
+    if not failed:
+        return
+    terminalreporter.section(f"{len(failed)} of {len(cases)} tasks fail (the first failing case of each)")
+    for task, lines in failed.items():      # in the order they ran: question by question
+        count = f" ({len(lines)} of {cases[task]} cases fail)" if cases[task] > 1 else ""
+        terminalreporter.write_line(f"{task}{count}: {lines[0]}")
+    first = task_marker(next(iter(failed)))
+    terminalreporter.write_line(f"One task alone: pytest -m {first}. Every case with its traceback: pytest -v")
 '''
 
 
@@ -132,7 +226,8 @@ def public_checks(cfg) -> dict[str, dict[str, list[dict]]]:
     return out
 
 
-def _readme(cfg, distributed: dict[str, str]) -> str:
+def kit_readme(cfg, distributed: dict[str, str]) -> str:
+    """The kit's README.md; distributed: {task id: title} of the tasks run on local gloo ranks."""
     return environment().get_template("starter_readme.md.j2").render(
         cfg=cfg, questions=questions(cfg), modules={q.module for q in questions(cfg)}, distributed=distributed)
 
@@ -146,8 +241,9 @@ def kit_files(cfg, handout_md: str) -> dict[str, str | bytes]:
                                      if name in modules or name == "__init__.py"}
     files.update(harness_files())           # tests/shardlab_local/ (the kit package) and its launchers
     files["tests/conftest.py"] = CONFTEST
-    files["tests/public_cases.json"] = json.dumps(
-        {q: [c for part in parts.values() for c in part] for q, parts in checks.items()}, indent=1)
+    files["tests/public_cases.json"] = json.dumps(      # each case names its task, for the task's marker
+        {q: [dict(c, part=part) for part, cases in parts.items() for c in cases] for q, parts in checks.items()},
+        indent=1)
     files["tests/public_runs.json"] = json.dumps(runs)
     distributed = {}
     for q in questions(cfg):
@@ -160,10 +256,13 @@ def kit_files(cfg, handout_md: str) -> dict[str, str | bytes]:
             text += RUN_TESTS.format(number=q.number, sizes=sizes)
         files[f"tests/test_q{q.number}_{q.module}.py"] = text
     files["pyproject.toml"] = KIT_PYPROJECT.format(name="shardlab-starter-kit", torch=content.torch_version())
-    files["README.md"] = _readme(cfg, distributed)
+    files["README.md"] = kit_readme(cfg, distributed)
     files[WRITEUP_FILE] = writeup_template(cfg)
+    if cfg.secret:          # only then is answers.toml graded (`engine.answer_sheet`)
+        files[ANSWERS_FILE] = KIT_ANSWERS_NOTE + sheet_toml(cfg, "")
     files.update({path: png for path, _, png in document_figures(cfg, False).values()})   # the handout's
     files["handout.md"] = handout_md
+    files["handout.html"] = to_html(handout_md, cfg.assignment_name)     # offline, MathML; figures/ beside it
     files["handout.ipynb"] = notebook_json(cfg, handout_md, checks)
     return files
 

@@ -69,16 +69,25 @@ def part_points(part: Part, cfg) -> float:
     """Points of a part for this course. `[points] "<part id>" = x` sets one
     part; `[points] <question> = total` scales that question's auto parts
     (after any part overrides) so that its non-bonus parts sum to `total`,
-    keeping their proportions (bonus parts scale with them)."""
-    if part.kind != "auto":
-        return 0.0
+    keeping their proportions (bonus parts scale with them). A written part
+    (kind "manual") has its own points or its `[points] "<id>"`, never scaled:
+    the graders', outside the autograder's total (`hand_graded`)."""
     overrides = dict(cfg.points)
+    if part.kind != "auto":
+        return float(overrides.get(part.id, part.points))
     own = overrides.get(part.id, part.points)
     q = _question_of(part)
     if q.module not in overrides:
         return own
     base = sum(overrides.get(p.id, p.points) for p in q.parts if p.kind == "auto" and not p.bonus)
     return own * overrides[q.module] / base if base else 0.0
+
+
+def hand_graded(cfg) -> list[tuple[Part, float]]:
+    """(part, points) of every written part of the course's questions that carries points, in handout
+    order: the manual questions of the Gradescope outline, beside the autograder's total."""
+    found = [(p, part_points(p, cfg)) for q in questions(cfg) for p in q.parts if p.kind == "manual"]
+    return [(p, points) for p, points in found if points > 0]
 
 
 def check_points_config(cfg) -> None:

@@ -27,6 +27,7 @@ gradient (DDP) or where the "finish" phase starts (FSDP).
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -263,12 +264,111 @@ def _draw_rank(ax, rank: int, events: list[dict], rows: int, ms, span: float) ->
             fontsize=8, fontweight="bold")
 
 
-def draw(ranks: list[list[dict]], path, title: str, subtitle: str = "") -> None:
+SMALLEST = 0.8          # a text too wide for its figure shrinks to this share of its size, then wraps
+LINE_INCH = 1.2 / 72    # inches per point of font size, per line of text (matplotlib's line spacing)
+LEAST = 5.0             # points: the smallest `fit_texts` makes a text whose lines pass a figure's top or bottom
+
+
+@lru_cache(maxsize=8)
+def _renderer(dpi: float):
+    from matplotlib.backends.backend_agg import RendererAgg
+    return RendererAgg(1, 1, dpi)
+
+
+def text_width(text: str, size: float, weight="normal", dpi: float = 110) -> float:
+    """The width in points of the widest line of `text` in matplotlib's font at `size`,
+    as a figure of `dpi` draws it (hinting makes widths depend on the pixel size)."""
+    from matplotlib.font_manager import FontProperties
+    renderer, font = _renderer(dpi), FontProperties(size=size, weight=weight)
+    pixels = max(renderer.get_text_width_height_descent(line, font, ismath=False)[0] for line in text.split("\n"))
+    return pixels * 72 / dpi
+
+
+def _wrapped(text: str, width: float, size: float, weight, dpi: float) -> str:
+    """`text` with a line break wherever the next word would pass `width` points (a word
+    wider than a line is cut)."""
+    def fits(line: str) -> bool:
+        return text_width(line, size, weight, dpi) <= width
+    out = []
+    for paragraph in text.split("\n"):
+        line = ""
+        for word in paragraph.split(" "):
+            if fits(f"{line} {word}" if line else word):
+                line = f"{line} {word}" if line else word
+                continue
+            if line:
+                out.append(line)
+            while len(word) > 1 and not fits(word):
+                fit, wide = 1, len(word)                # the longest head that fits, by bisection
+                while wide - fit > 1:
+                    middle = (fit + wide) // 2
+                    fit, wide = (middle, wide) if fits(word[:middle]) else (fit, middle)
+                out.append(word[:fit])
+                word = word[fit:]
+            line = word
+        out.append(line)
+    return "\n".join(out)
+
+
+def fitted(text: str, width: float, size: float, weight="normal", dpi: float = 110) -> tuple[str, float]:
+    """`text` and a font size at which it fits `width` points on a figure of `dpi`: its
+    own `size`, else a smaller one down to SMALLEST of it, else that with its lines
+    wrapped."""
+    smallest = size * SMALLEST
+    wide = text_width(text, size, weight, dpi)
+    if wide <= width:
+        return text, size
+    shrunk = max(smallest, size * width / wide)
+    while shrunk > smallest and text_width(text, shrunk, weight, dpi) > width:
+        shrunk = max(smallest, shrunk - 0.25)
+    if text_width(text, shrunk, weight, dpi) <= width:
+        return text, shrunk
+    return _wrapped(text, width, smallest, weight, dpi), smallest
+
+
+def fit_texts(fig, margin: float = 3.0) -> None:
+    """Make every horizontal text of `fig` (its titles, the axes' titles and texts) that
+    would cross an edge of the figure fit inside it (`margin` points in): shrunk, then
+    wrapped (`fitted`), from where it starts if left-aligned, where it ends if
+    right-aligned, around its centre if centred; then, if its lines pass the top or
+    the bottom, smaller still (down to LEAST points). Call it before saving."""
+    from matplotlib.text import Text
+    renderer = fig.canvas.get_renderer() if hasattr(fig.canvas, "get_renderer") else None
+    if renderer is None:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        renderer = FigureCanvasAgg(fig).get_renderer()
+    texts = list(fig.texts) + [t for ax in fig.axes for t in ax.get_children() if isinstance(t, Text)]
+    right, top, pad = fig.bbox.width, fig.bbox.height, margin * fig.dpi / 72
+
+    def inside(box) -> bool:
+        return box.x0 >= pad - 0.5 and box.x1 <= right - pad + 0.5 and box.y0 >= pad - 0.5 and box.y1 <= top - pad
+
+    for t in texts:
+        if not t.get_text() or not t.get_visible() or t.get_rotation() % 180:
+            continue
+        box = t.get_window_extent(renderer)
+        if inside(box):
+            continue
+        align, words, weight = t.get_horizontalalignment(), t.get_text(), t.get_fontweight()
+        room = (right - pad - box.x0 if align == "left" else box.x1 - pad if align == "right"
+                else 2 * min((box.x0 + box.x1) / 2 - pad, right - pad - (box.x0 + box.x1) / 2))
+        width = max(room, 1.0) * 72 / fig.dpi
+        text, size = fitted(words, width, t.get_fontsize(), weight, fig.dpi)
+        t.set_text(text)
+        t.set_fontsize(size)
+        while size > LEAST and not inside(t.get_window_extent(renderer)):     # wrapped past the top or bottom
+            size = max(LEAST, size - 0.5)
+            t.set_text(_wrapped(words, width, size, weight, fig.dpi))
+            t.set_fontsize(size)
+
+
+def draw(ranks: list[list[dict]], path, title: str, subtitle: str = ""):
     """The PNG at `path` (matplotlib's Agg renderer): per rank a compute row
     above the communication rows, time in ms from the earliest event. Shaded
     blue: backward; dashed: where it ends; red: communication still running
     after it ended. Collectives are orange if async, purple if blocking,
-    hatched if never seen to finish."""
+    hatched if never seen to finish. A long title or subtitle line shrinks,
+    then wraps (`fitted`), and the head grows to hold it. Returns the figure."""
     from matplotlib.figure import Figure        # not pyplot: no global backend or figure list is touched
     t0 = _origin(ranks)
 
@@ -276,7 +376,11 @@ def draw(ranks: list[list[dict]], path, title: str, subtitle: str = "") -> None:
         return (t - t0) * 1e3
     rows = [2 + max((c["track"] for c in comm_spans(events)), default=0) for events in ranks]
     span = max((ms(_last(events)) for events in ranks), default=0.0) or 1.0
-    head = 1.05 + 0.17 * (subtitle.count("\n") + 1 if subtitle else 0)         # inches: title, subtitle, legend
+    room = 0.97 * 10 * 72                       # points from the texts' left (1%) to the right edge, less a margin
+    title, size = fitted(title, room, 10, "bold")
+    subtitle, small = fitted(subtitle, room, 8) if subtitle else (subtitle, 8)
+    extra = LINE_INCH * size * title.count("\n")                               # inches: a wrapped title's lines
+    head = 1.05 + extra + 0.17 * (subtitle.count("\n") + 1 if subtitle else 0)  # inches: title, subtitle, legend
     height = head + 0.32 * sum(rows) + 0.5 * len(ranks) + 0.3
     fig = Figure(figsize=(10, height), dpi=110)
     axes = fig.subplots(len(ranks), 1, sharex=True, squeeze=False, gridspec_kw={"height_ratios": rows})[:, 0]
@@ -291,9 +395,11 @@ def draw(ranks: list[list[dict]], path, title: str, subtitle: str = "") -> None:
     shown = [label for label in LEGEND if label in handles]
     fig.legend([handles[label] for label in shown], shown, loc="upper center", ncol=min(len(shown), 5),
                fontsize=8, frameon=False, bbox_to_anchor=(0.5, 1 - (head - 0.7) / height))
-    fig.text(0.01, 1 - 0.1 / height, title, fontsize=10, fontweight="bold", va="top")
-    fig.text(0.01, 1 - 0.33 / height, subtitle, fontsize=8, va="top")
+    fig.text(0.01, 1 - 0.1 / height, title, fontsize=size, fontweight="bold", va="top")
+    fig.text(0.01, 1 - (0.33 + extra) / height, subtitle, fontsize=small, va="top")
+    fit_texts(fig)
     fig.savefig(path, format="png")
+    return fig
 
 
 def write_timeline(ranks: list[list[dict]], folder, stem: str, title: str) -> tuple[Path, Path]:

@@ -176,19 +176,25 @@ def drawn_schedules(orders: list[str], ideal: list[str]) -> tuple[list[Op], list
     return mine, layout(ideal), how
 
 
-def draw_traced(ranks: list[list[dict]], ideal: list[str], path, title: str) -> None:
+def draw_traced(ranks: list[list[dict]], ideal: list[str], path, title: str):
     """The PNG at `path`: the traced orders (top) above 1F1B's (bottom), both laid
     out by `layout` with t_b = 2·t_f, on one time axis; right of each row, the
-    most micro-batches the stage held, in red where its order is not 1F1B's."""
+    most micro-batches the stage held, in red where its order is not 1F1B's. A
+    long title shrinks, then wraps (`overlap.fitted`), and the head grows to hold
+    it. Returns the figure."""
     from matplotlib.figure import Figure        # not pyplot: no global backend or figure list is touched
+
+    from .overlap import LINE_INCH, fit_texts, fitted
     orders, p = traced_orders(ranks), len(ideal)
     mine, best, how = drawn_schedules(orders, ideal)
     length = max(op.end for op in mine + best) if mine + best else 1.0
     rows = min(0.42 * p, 3.0)                                 # inches per panel; a deep pipeline's rows get thinner
-    height = 2.0 + 2 * rows
+    title, size = fitted(title, 0.97 * 10 * 72, 10, "bold")   # from 1% of the width to the right edge, less a margin
+    extra = LINE_INCH * size * title.count("\n")              # inches: a wrapped title's further lines
+    height = 2.0 + extra + 2 * rows
     fig = Figure(figsize=(10, height), dpi=110)
     axes = fig.subplots(2, 1, sharex=True)
-    fig.subplots_adjust(left=0.09, right=0.8, top=1 - 1.15 / height, bottom=0.45 / height,
+    fig.subplots_adjust(left=0.09, right=0.8, top=1 - (1.15 + extra) / height, bottom=0.45 / height,
                         hspace=0.6 / (rows - 0.1))              # 0.6 in between the panels, for the two-line title
     width_pt = 0.71 * 10 * 72
     how = textwrap.shorten(how, 120, placeholder="…)" if how.endswith(")") else "…")
@@ -202,9 +208,11 @@ def draw_traced(ranks: list[list[dict]], ideal: list[str], path, title: str) -> 
     axes[1].set_xlabel("time →  (a forward takes 1 unit, a backward 2; no communication time)", fontsize=8.5)
     handles = {label: h for ax in axes for h, label in zip(*ax.get_legend_handles_labels())}
     fig.legend(list(handles.values()), list(handles), loc="upper center", ncol=3, fontsize=8, frameon=False,
-               bbox_to_anchor=(0.5, 1 - 0.42 / height))
-    fig.text(0.01, 1 - 0.1 / height, title, fontsize=10, fontweight="bold", va="top")
+               bbox_to_anchor=(0.5, 1 - (0.42 + extra) / height))
+    fig.text(0.01, 1 - 0.1 / height, title, fontsize=size, fontweight="bold", va="top")
+    fit_texts(fig)                              # the panels' titles
     fig.savefig(path, format="png")
+    return fig
 
 
 def write_pipeline_timeline(ranks: list[list[dict]], ideal: list[str], folder, stem: str,

@@ -13,7 +13,8 @@ from functools import lru_cache
 from shardlab.autograder.kit.checks import TRAINS_LIKE_ONE_PROCESS
 from shardlab.autograder.kit.checks.buckets import DDP_BUCKET_BYTES, DDP_OVERLAP
 from shardlab.autograder.sandbox.gloo.seeds import data_seed
-from shardlab.autograder.core.parts import REAL, Call, Case, Compare, Misconception, Part, function_part
+from shardlab.autograder.core.parts import (REAL, Call, Case, Compare, Misconception, Part, function_part,
+                                           written_part)
 from shardlab.autograder.questions import Question
 from shardlab.autograder.questions.buckets.figures import FIGURES
 from shardlab.autograder.kit.timelines import Drawn
@@ -179,6 +180,20 @@ PARTS = (
 )
 
 
+WRITTEN = (
+    written_part("4.a", M, "(a) written: the overhead of bucketing",
+                 "in writeup.md, graded by hand: your derivation of the time DDP adds with n_b buckets, and "
+                 "its value with a single bucket"),
+    written_part("4.b", M, "(b) written: the best bucket size",
+                 "in writeup.md, graded by hand: your derivation of the best number of buckets and bucket "
+                 "size, and the overhead that remains"),
+    # the experiment runs on the student's own machine: a place for the answer, graded only when the
+    # course gives it points ([points] "4.c")
+    written_part("4.c", M, "(c) written: measure it",
+                 "in writeup.md: your predicted and measured best bucket sizes, and the gap between them "
+                 "explained", points=0),
+)
+
 
 def _degenerate(cfg) -> str | None:
     """(b)'s stationary point sqrt(s / (w·o)) below one bucket: the overhead n_b·o + s/(n_b·w) only grows
@@ -194,4 +209,4 @@ def _degenerate(cfg) -> str | None:
 
 
 QUESTION = Question(number=4, module=M, title="DDP gradient bucket sizes", template="buckets.md.j2",
-                    parts=PARTS, worked=ref.worked, figures=FIGURES, degenerate=_degenerate)
+                    parts=PARTS + WRITTEN, worked=ref.worked, figures=FIGURES, degenerate=_degenerate)

@@ -206,10 +206,17 @@ REAL_RUN = Part(
                  "W_out[F_Y, D_X] on a 2 x 2 gloo mesh, every collective traced per mesh axis: "
                  "block_collective_bytes must equal the measured volumes"))
 
+WRITTEN_A = written_part("3.a", M, "(a) written: time of one block",
+                         "in writeup.md, graded by hand: your derivation of the math time and of each kind of "
+                         "communication as functions of B, and which of them grow with the batch")
 WRITTEN_B = written_part("3.b", M, "(b) written: when is the mesh compute bound?",
                          "in writeup.md, graded by hand: your calculation and a one-sentence answer to (b)")
+WRITTEN_C = written_part("3.c", M, "(c) written: the collectives",
+                         "in writeup.md, graded by hand: your derivation of the bytes each chip gathers or "
+                         "scatters in one block's forward, and their values for (c)")
 FREE_RESPONSE = written_part("3.7", M, "(d) a smaller batch, still compute bound",
-                             "in writeup.md, graded by hand: a paragraph backed by references or equations")
+                             "in writeup.md, graded by hand: a paragraph backed by references or equations",
+                             points=4)
 
 
 
@@ -232,5 +239,5 @@ def _degenerate(cfg) -> str | None:
 
 
 QUESTION = Question(number=3, module=M, title="4D communication accounting", template="comm4d.md.j2",
-                    parts=PARTS + (WRITTEN_B, FREE_RESPONSE, REAL_RUN), worked=ref.worked, figures=FIGURES,
-                    degenerate=_degenerate)
+                    parts=PARTS + (WRITTEN_A, WRITTEN_B, WRITTEN_C, FREE_RESPONSE, REAL_RUN), worked=ref.worked,
+                    figures=FIGURES, degenerate=_degenerate)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from shardlab.autograder.core.casegen import model_shapes
-from shardlab.autograder.core.parts import EXACT_INT, REAL, Compare, function_part
+from shardlab.autograder.core.parts import EXACT_INT, REAL, Compare, function_part, written_part
 from shardlab.autograder.questions import Question
 from shardlab.autograder.questions.pipeline.figures import FIGURES
 from shardlab.autograder.kit.timelines import Drawn
@@ -211,6 +211,19 @@ PARTS = (
 )
 ANALYTIC_PARTS = PARTS
 
+WRITTEN = tuple(written_part(f"5.{letter}", M, f"({letter}) written: {title}",
+                             f"in writeup.md, graded by hand: {what}")
+                for letter, title, what in (
+    ("a", "the bubble", "your derivations of the forward time, the bubble fraction and ratio and the step "
+     "time, and why the fraction and the ratio differ"),
+    ("b", "interleaving", "your derivation of the interleaved bubble fraction, and what interleaving costs"),
+    ("c", "memory, GPipe against 1F1B", "your derivation of the micro-batches and bytes the first and the last "
+     "stage hold at their peak under each schedule"),
+    ("d", "communication between stages", "your derivation of the bytes crossing one stage boundary per step"),
+    ("e", "how many micro-batches?", "your derivation of the fewest micro-batches that reach the target, and "
+     "what that many costs"),
+))
+
 # ---- the distributed part (Task 5.9) ----
 # 5.9-5.11 train the student's OneFOneBPipeline on 2 and 4 gloo ranks (probe "gloo", scenario
 # "pipeline_train" in `kit.scenarios.pipeline`) and judge the same runs
@@ -330,5 +343,5 @@ def _degenerate(cfg) -> str | None:
 
 
 QUESTION = Question(number=5, module=M, title="Pipeline parallelism", template="pipeline.md.j2",
-                    parts=ANALYTIC_PARTS + DISTRIBUTED_PARTS, worked=ref.worked, figures=FIGURES,
+                    parts=ANALYTIC_PARTS + DISTRIBUTED_PARTS + WRITTEN, worked=ref.worked, figures=FIGURES,
                     degenerate=_degenerate)
