@@ -112,12 +112,18 @@ CONFTEST = '''"""The kit's pytest set-up.
   `pytest -v`, or any `--tb=...`, shows every case with its traceback.
 """
 import json
+import os
+import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from shardlab_local.local_checks import Ranks, failure_line, task_marker
+# nothing the kit runs writes into assignments/: no bytecode cache here, nor in the ranks it starts
+sys.dont_write_bytecode = True
+os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+
+from shardlab_local.local_checks import Ranks, failure_line, task_marker  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 BRIEF = pytest.StashKey[bool]()
