@@ -69,6 +69,9 @@ class Fixture:
     mistakes: dict[str, str] = field(default_factory=dict)
     # filled by `on(cfg)`: part id -> {declared failing group: why this course cannot show it}
     not_applicable: dict[str, dict[str, str]] = field(default_factory=dict)
+    # why the fixture is an attack on the grader rather than a student's mistake ("" for a mistake):
+    # the starter kit must catch every mistake first, naming its task; an attack it need not
+    hostile: str = ""
 
     def on(self, cfg) -> Fixture:
         """What this fixture must score on one course: its `{cfg...}` fields filled from
@@ -129,6 +132,12 @@ class Fixture:
         """The student modules this fixture changes: only their questions need grading."""
         return {p.stem for p in self.folder.glob("*.py")}
 
+    def losing_parts(self, part_ids) -> list[str]:
+        """Of `part_ids`, those this fixture must lose points on: its `zero` patterns and its
+        declared failing groups (after `on(cfg)`; a group it may lose either way, `either`, is
+        not declared failing)."""
+        return [pid for pid in part_ids if self._zero(pid) or bool(self.failing.get(pid))]
+
     def expected_score(self, part_id: str, max_score: float, groups: int = 0) -> float:
         """0 for `zero` parts, the passing groups' share for `failing` ones, else full marks."""
         if part_id in self.failing and groups and part_id not in self.either:
@@ -177,7 +186,7 @@ def _all_fixtures() -> list[Fixture]:
                            tuple(data.get("zero", ())), dict(data.get("feedback", {})),
                            {k: tuple(v) for k, v in data.get("failing", {}).items()},
                            {k: tuple(v) for k, v in data.get("either", {}).items()},
-                           dict(data.get("mistake", {}))))
+                           dict(data.get("mistake", {})), hostile=str(data.get("hostile", ""))))
     return out
 
 

@@ -10,6 +10,7 @@ terminal escapes, be escaped for each format where it is shown, stay small,
 and hidden cases must say only what kind of failure happened: never the
 student's text, which could carry the hidden inputs out.
 """
+import builtins
 import re
 
 import pytest
@@ -79,7 +80,9 @@ def test_hidden_cases_never_echo_the_students_text(cfg):
     leak = f"KeyError: '{HIDDEN_LEAK} d_model=4096' (assignments/memory.py, line 3)"
     result, cases = _forged(cfg, "1.1", leak)
     assert HIDDEN_LEAK not in result.feedback and "4096" not in result.feedback
-    assert "a hidden case of param_count (other inputs): raised KeyError" in result.feedback
+    # every case raised: said once, in the public case's words (`score_part`), else each hidden case by its kind
+    assert ("a hidden case of param_count (other inputs): raised an exception" in result.feedback
+            or result.feedback.startswith(f"All {len(cases)} cases failed: <script>"))
 
 
 @pytest.mark.pure
@@ -87,14 +90,15 @@ def test_hidden_cases_never_echo_the_students_text(cfg):
     ("param_count(d_model=7, d_ff=9, num_blocks=2) did not finish within 5 s", "did not finish in time"),
     ("importing assignments/memory.py timed out", "did not finish in time"),
     ("param_count(d_model=7, d_ff=9, num_blocks=2) ended the grading process (exit status 3)",
-     "ended its process"),
+     untrusted.CRASHED),
+    ("param_count(d_model=7, d_ff=9, num_blocks=2) corrupted the grader's result channel", untrusted.CRASHED),
     ("assignments/memory.py failed to import: RuntimeError: d_model=7 (assignments/memory.py, line 1)",
-     "failed to import (raised RuntimeError)"),
-    ("rank 1: ValueError: d_model=7 [all_reduce #3]", "raised ValueError on rank 1"),
-    ("TypeError: returned a numpy.ndarray, which is not a plain number", "returned a value that is not plain data"),
+     "failed to import"),
+    ("rank 1: ValueError: d_model=7 [all_reduce #3]", "raised an exception"),
+    ("TypeError: returned a numpy.ndarray, which is not a plain number", "wrong type"),
     ("Leak_d_model_7: (assignments/memory.py, line 3)", "raised an exception"),     # a class of its own
-    ("not run: an earlier call of param_count did not finish", "not run: an earlier call did not finish"),
-    ("d_model=7 " + EVIL, "failed"),
+    ("not run: an earlier call of param_count did not finish", untrusted.NOT_RUN),
+    ("d_model=7 " + EVIL, "raised an exception"),
 ])
 def test_a_hidden_failure_is_told_by_its_kind_only(error, kind):
     assert untrusted.failure_kind(error) == kind
@@ -102,8 +106,8 @@ def test_a_hidden_failure_is_told_by_its_kind_only(error, kind):
 
 @pytest.mark.pure
 @pytest.mark.parametrize("part_id, told", [
-    ("1.1", "a hidden case of param_count (other inputs): returned dict, expected an int"),
-    ("3.6", "): returned the wrong keys"),
+    ("1.1", "a hidden case of param_count (other inputs): wrong type"),
+    ("3.6", "): wrong value"),
 ])
 def test_hidden_wrong_values_do_not_echo_returned_keys(cfg, part_id, told):
     """A comparison's reason can quote the returned value (dict keys): not for hidden cases."""
@@ -156,7 +160,7 @@ def test_graded_feedback_is_clean_and_hides_hidden_text(evil_report):
     assert p.score < p.max_score
     _clean(p.feedback)
     assert HIDDEN_LEAK not in p.feedback
-    assert "a hidden case of param_count (other inputs): raised KeyError" in p.feedback
+    assert "a hidden case of param_count (other inputs): raised an exception" in p.feedback
     assert "param_count(d_model=8, d_ff=24, num_blocks=3): ValueError" in p.feedback
 
 
@@ -219,3 +223,72 @@ def test_sanitisers():
     assert untrusted.html("<b>&") == "&lt;b&gt;&amp;"
     assert untrusted.rich("[bold]x[/]") == r"\[bold]x\[/]"
     assert untrusted.block("line 1\r\nline 2\x1b[1m\n", 100) == "line 1\nline 2\n"
+
+
+# ---- issue 30: a hidden case's feedback carries nothing the student chose ----------------------------
+
+BUILTIN_EXCEPTIONS = sorted(name for name, value in vars(builtins).items()
+                            if isinstance(value, type) and issubclass(value, BaseException))
+
+
+def _encoding(cfg, part_id: str, error_for) -> str:
+    """Part `part_id`'s feedback when every hidden case fails with `error_for(k, case)`, the public ones pass."""
+    part, cases, expected = _plan(cfg, part_id)
+    outcomes = [[Outcome(value=exp[0]) if case.public else Outcome(error=error_for(k, case))]
+                for k, (case, exp) in enumerate(zip(cases, expected))]
+    return score_part(part, 3, cases, expected, outcomes).feedback
+
+
+@pytest.mark.pure
+def test_the_exception_class_carries_no_hidden_input(cfg):
+    """The attack: raise, in each hidden case, the built-in exception whose index is a hidden input
+    (about 5.7 bits a case shown). The feedback must be the same as if every case raised ValueError."""
+    def chosen(k, case):
+        blocks = case.calls[0].args["num_blocks"]
+        return f"{BUILTIN_EXCEPTIONS[blocks % len(BUILTIN_EXCEPTIONS)]}: x (assignments/memory.py, line 3)"
+    assert _encoding(cfg, "1.1", chosen) == _encoding(cfg, "1.1", lambda k, c: "ValueError: x")
+    assert len({untrusted.failure_kind(f"{name}: boom") for name in BUILTIN_EXCEPTIONS}) == 1
+
+
+@pytest.mark.pure
+def test_the_failing_rank_and_the_returned_type_carry_nothing(cfg):
+    assert len({untrusted.failure_kind(f"rank {r}: {e}: x [all_reduce #{r}]")
+                for r in range(8) for e in ("ValueError", "KeyError", "Mine")}) == 1
+    from shardlab.autograder.kit.comparison import judge
+    odd = [1.5, "7", [7], {"7": 7}, True, None, 7.0]
+    for kind, expected in (("int", 7), ("real", 7.5), ("int_dict", {"a": 1}), ("int_or_none", 7)):
+        told = {untrusted.problem_kind(judge(kind, expected, got)) for got in odd
+                if judge(kind, expected, got) is not None}
+        assert told <= set(untrusted.PROBLEM_KINDS), (kind, told)
+    # a dict whose values' types vary: the key and the type are the student's
+    assert {untrusted.problem_kind(judge("int_dict", {"a": 1}, {"a": v})) for v in (1.0, "1", [1], None)} \
+        == {untrusted.WRONG_TYPE}
+
+
+def _class_per_input(course: tuple) -> str:
+    """The solutions, with a param_count right on the course's public case and raising, on every
+    other input, the built-in exception that a hidden input indexes."""
+    return (SOLUTIONS / "memory.py").read_text() + f'''
+
+import builtins as _b
+_right_param_count = param_count
+_CLASSES = sorted(n for n, v in vars(_b).items() if isinstance(v, type) and issubclass(v, Exception)
+                  and n not in ("SystemExit", "KeyboardInterrupt", "GeneratorExit"))
+
+
+def param_count(d_model, d_ff, num_blocks):
+    if (d_model, d_ff, num_blocks) in ((8, 24, 3), {course!r}):
+        return _right_param_count(d_model, d_ff, num_blocks)
+    raise getattr(_b, _CLASSES[num_blocks % len(_CLASSES)])("x")
+'''
+
+
+@pytest.mark.sandbox
+def test_a_real_submission_cannot_read_hidden_inputs_off_its_exceptions(cfg, submission):
+    m = cfg.model
+    report = grade_folder(submission(memory=_class_per_input((m.d_model, m.d_ff, m.num_blocks))), cfg, FAST,
+                          label="encoder", modules={"memory"})
+    feedback = report.part("1.1").feedback
+    hidden = [line for line in feedback.split(" | ") if "a hidden case of" in line]
+    assert hidden and all(line.endswith(": raised an exception") for line in hidden), feedback
+    assert not any(name in feedback for name in BUILTIN_EXCEPTIONS if name != "Exception"), feedback

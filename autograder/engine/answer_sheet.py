@@ -88,11 +88,26 @@ def _toml_number(x) -> str:
     return repr(x)
 
 
+MAX_ANSWERS_BYTES = 64 * 1024      # a filled sheet is a few hundred bytes
+
+
 def read_answers(path: Path) -> dict:
+    """The student's answers.toml as a dict. Whatever its bytes, the outcome is
+    that dict or one ShardlabError sentence, never another exception: a parser
+    that fails in any way (invalid TOML or UTF-8, a nesting deep enough to
+    exhaust the recursion limit, a file too big) costs the answers parts only."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        with open(path, "rb") as f:
+            raw = f.read(MAX_ANSWERS_BYTES + 1)
+        if len(raw) > MAX_ANSWERS_BYTES:
+            raise ShardlabError(f"{ANSWERS_FILE} is larger than {MAX_ANSWERS_BYTES // 1024} KiB")
+        data = tomllib.loads(raw.decode("utf-8"))
+    except ShardlabError:
+        raise
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ShardlabError(f"{ANSWERS_FILE} is not valid TOML: {exc}") from None
+        raise ShardlabError(f"{ANSWERS_FILE} is not valid TOML: {one_line(str(exc), 200)}") from None
+    except (RecursionError, MemoryError, ValueError, OSError) as exc:   # the parser's own limits
+        raise ShardlabError(f"{ANSWERS_FILE} could not be read ({type(exc).__name__})") from None
     return data
 
 

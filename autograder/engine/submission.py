@@ -14,10 +14,13 @@ says what was expected, and `grading.grade_path` scores it 0 with it.
 """
 from __future__ import annotations
 
+import errno
 import os
 import stat
+import struct
 import tempfile
 import zipfile
+import zlib
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -129,6 +132,35 @@ def _check_zip(path: Path, members: list[zipfile.ZipInfo], into: Path) -> None:
             raise refusal(m.filename.rstrip("/"), f"is {kind_of(kind)}")
 
 
+# What a zip's own bytes can make the standard library raise while it is read and unpacked: a
+# corrupt directory, header, name, CRC or deflate stream, a compression it does not know, a name
+# that is no file name, an encrypted member (RuntimeError). The student's zip, so the student's 0
+# (`UNREADABLE_ZIP`), never the grader's crash.
+_ZIP_FAILURES = (zipfile.BadZipFile, zlib.error, NotImplementedError, EOFError, ValueError, UnicodeError,
+                 RecursionError, OverflowError, KeyError, IndexError, struct.error, RuntimeError)
+UNREADABLE_ZIP = ("the upload is a zip that cannot be read ({why}): zip the starter kit's folder again "
+                  "and upload that")
+
+
+def _unpack(path: Path, into: Path) -> None:
+    """Unpack the zip at `path` into `into`, refusing it first (`_check_zip`). A zip that cannot be
+    read is the student's bad upload (NotASubmission, one sentence); an OSError while writing
+    (the grader's disk) is left to propagate."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            _check_zip(path, zf.infolist(), into)
+            zf.extractall(into)
+    except ShardlabError:
+        raise
+    except _ZIP_FAILURES as exc:
+        raise NotASubmission(UNREADABLE_ZIP.format(why=type(exc).__name__)) from None
+    except OSError as exc:          # a name the file system refuses (too long, ...) is the zip's too
+        if exc.errno in (errno.ENAMETOOLONG, errno.EINVAL, errno.EILSEQ, errno.EISDIR, errno.ENOTDIR,
+                         errno.EEXIST):
+            raise NotASubmission(UNREADABLE_ZIP.format(why=f"a member's name: {exc.strerror}")) from None
+        raise
+
+
 @contextmanager
 def open_submission(path: str | Path) -> Iterator[Path]:
     """Yield the root of a staged copy (it holds assignments/ and the
@@ -147,8 +179,6 @@ def open_submission(path: str | Path) -> Iterator[Path]:
         else:
             unpacked = Path(tmp) / "unpacked"
             unpacked.mkdir()
-            with zipfile.ZipFile(path) as zf:
-                _check_zip(path, zf.infolist(), unpacked)
-                zf.extractall(unpacked)
+            _unpack(path, unpacked)
             found = _root_of(unpacked)
         yield stage(found, Path(tmp) / "staged", also=SUBMITTED_FILES)
