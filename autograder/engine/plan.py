@@ -53,15 +53,25 @@ def group_points(points: float, n: int) -> list[float]:
     return [points / n] * n if n > 0 else []
 
 
-@lru_cache(maxsize=256)
 def expected_values(cfg, part_id: str) -> list[list]:
     """The reference's values for every call of every case, case by case.
 
     A distributed part's values come from reference trainings in torch, the same for
-    every submission: they are made once per machine (`reference.cache`; `shardlab
-    warm` makes them all), so a grading's own process never has to import torch. The
-    key holds every call, the run seeds really used (the machine's secret ones, or the
-    public ones in the kit's build) and the source of the code that computes them."""
+    every submission drawing the same data seed key: they are made once per machine and
+    key of the pool (`reference.cache`; `shardlab warm` makes them all), so a grading's
+    own process never has to import torch. The cache's key holds every call, the run
+    seeds really used (the machine's secret ones, or the public ones in the kit's build)
+    and the source of the code that computes them."""
+    if find_part(part_id).probe != "gloo":
+        return _expected_values(cfg, part_id, None)
+    from shardlab.autograder.sandbox.gloo.seeds import seeds_in_use
+    return _expected_values(cfg, part_id, seeds_in_use())
+
+
+@lru_cache(maxsize=256)
+def _expected_values(cfg, part_id: str, seeds_used: str | None) -> list[list]:
+    """`expected_values`, remembered per process for the seeds in use (`seeds.seeds_in_use()`:
+    the kit's public seeds or one key of the pool; None for a part without runs)."""
     part = find_part(part_id)
     cases = part_cases(cfg, part_id)
 
@@ -107,14 +117,17 @@ def expected_or_error(cfg, part_id: str) -> tuple[list | None, str | None]:
 
 def warm(cfg) -> dict[str, str]:
     """Compute every auto part's expected values once, so that the on-disk
-    caches (`reference.cache`: the data seed key, the `fully_shard`
-    agreement) are full before the first submission: the Gradescope image's
+    caches (`reference.cache`: the pool of data seed keys, the `fully_shard`
+    agreement, for every key of the pool) are full before the first submission: the Gradescope image's
     setup.sh runs this through `shardlab warm`. Returns {part id: reason} for
     the parts whose reference failed (empty when all is well)."""
+    from shardlab.autograder.sandbox.gloo.seeds import data_seed_pool, pool_key
     failed = {}
-    for part in all_parts(cfg):
-        if part.kind == "auto":
-            _, reason = expected_or_error(cfg, part.id)
-            if reason:
-                failed[part.id] = reason
+    for index in range(len(data_seed_pool())):         # every key a grading may draw
+        with pool_key(index):
+            for part in all_parts(cfg):
+                if part.kind == "auto" and part.id not in failed:
+                    _, reason = expected_or_error(cfg, part.id)
+                    if reason:
+                        failed[part.id] = reason
     return failed

@@ -10,11 +10,16 @@ other ranks' data reaches it only through collectives, which the trusted
 processes perform and record. The grader computes the expected values with
 the same keyed seed.
 
-The key is the machine's own (made once, mode 0600, in the grader's cache
-folder, so cached reference runs stay valid), or SHARDLAB_DATA_SEED_KEY when
-set (a batch of graders sharing a cache; SHARDLAB_GRADING_SECRET, its
-earlier name, is still read). It is not the course's `[course] secret`,
-which keys per-student variants and answer sheets.
+The key is drawn, once per grading process, at random from the machine's
+pool of POOL_SIZE keys (made once, mode 0600, in the grader's cache folder,
+so cached reference runs stay valid; `shardlab warm` fills the cache for
+every key of the pool, so a grading's own cost does not grow with it). On a
+Gradescope image every submission is a new process and so draws afresh: the
+data one submission printed is that of the next only with probability
+1/POOL_SIZE (docs/trust.md, "Data seeds"). SHARDLAB_DATA_SEED_KEY, when set,
+is the one key instead (SHARDLAB_GRADING_SECRET, its earlier name, is still
+read). None of them is the course's `[course] secret`, which keys
+per-student variants and answer sheets.
 
 The starter kit runs the public cases on the student's machine with the
 public seed itself: its expected values are computed at `shardlab build`
@@ -29,6 +34,7 @@ import contextvars
 import hashlib
 import hmac
 import os
+import secrets
 from functools import lru_cache
 from pathlib import Path
 
@@ -38,34 +44,81 @@ from shardlab.reference.cache import cache_dir
 _PUBLIC = contextvars.ContextVar("shardlab_public_seeds", default=False)
 
 
-def _key_file() -> Path:
-    return cache_dir() / "data-seed-key"
+# keys in a new pool: `make bench` (bench/seed_pool.py) weighs the set-up time and the cache's size
+# against it (docs/performance.md); SHARDLAB_DATA_SEED_POOL_SIZE overrides it for a pool not yet made
+POOL_SIZE = 8
+POOL_SIZE_ENV = "SHARDLAB_DATA_SEED_POOL_SIZE"
+_CHOSEN: contextvars.ContextVar[int | None] = contextvars.ContextVar("shardlab_pool_key", default=None)
+
+
+def _pool_file() -> Path:
+    return cache_dir() / "data-seed-keys"
 
 
 @lru_cache(maxsize=1)
-def data_seed_key() -> bytes:
-    """The HMAC key of `data_seed`: the environment's, else this machine's own."""
+def data_seed_pool() -> tuple[bytes, ...]:
+    """Every key a grading may draw: the environment's one key, else this machine's pool
+    (POOL_SIZE random keys, one per line, written once; the first writer wins a race)."""
     for name in ("SHARDLAB_DATA_SEED_KEY", "SHARDLAB_GRADING_SECRET"):
         if os.environ.get(name):
-            return os.environ[name].encode()
-    path = _key_file()
-    for known in (path, path.with_name("grading-secret")):    # the key's file under its earlier name too
-        try:
-            return known.read_bytes()
-        except FileNotFoundError:
-            pass
+            return (os.environ[name].encode(),)
+    path = _pool_file()
+    try:
+        return _read_pool(path)
+    except FileNotFoundError:
+        pass
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as f:
-        f.write(os.urandom(32).hex().encode())
+        size = max(1, int(os.environ.get(POOL_SIZE_ENV) or POOL_SIZE))
+        f.write(b"".join(os.urandom(32).hex().encode() + b"\n" for _ in range(size)))
     try:
         os.link(tmp, path)             # first writer wins; a racing grader reads the winner's
     except FileExistsError:
         pass
     finally:
         tmp.unlink()
-    return path.read_bytes()
+    return _read_pool(path)
+
+
+def _read_pool(path: Path) -> tuple[bytes, ...]:
+    keys = tuple(line.strip() for line in path.read_bytes().splitlines() if line.strip())
+    if not keys:
+        raise FileNotFoundError(path)       # an empty file (a crash while writing it): make a new pool
+    return keys
+
+
+@lru_cache(maxsize=1)
+def _drawn() -> int:
+    """This process's key: one draw, unpredictable to any student process."""
+    return secrets.randbelow(len(data_seed_pool()))
+
+
+def key_index() -> int:
+    """Which key of the pool this grading's runs use (not secret: the keys are)."""
+    chosen = _CHOSEN.get()
+    return _drawn() if chosen is None else chosen
+
+
+def seeds_in_use() -> str:
+    """Which seeds runs use now, as a cache key: "public" (the kit's build) or the pool's key index."""
+    return "public" if _PUBLIC.get() else f"key {key_index()}"
+
+
+def data_seed_key() -> bytes:
+    """The HMAC key of `data_seed` for this grading."""
+    return data_seed_pool()[key_index()]
+
+
+@contextlib.contextmanager
+def pool_key(index: int):
+    """Within: the runs use key `index` of the pool (`shardlab warm` fills the cache for each)."""
+    token = _CHOSEN.set(index)
+    try:
+        yield
+    finally:
+        _CHOSEN.reset(token)
 
 
 def data_seed(seed: int) -> int:
