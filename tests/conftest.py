@@ -24,16 +24,23 @@ tests/ on the path); test files never import from each other.
 """
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
 
 import shardlab.autograder.sandbox.gloo.group as group
 from shardlab.autograder.core import content
+from shardlab.autograder.sandbox.gloo.seeds import POOL_SIZE_ENV
 from shardlab.autograder.publish.otter_export import build_autograder, config_text
 from shardlab.reference.config import load_config
 
 TIERS = ("pure", "sandbox", "platform", "slow")
+
+# `shardlab warm` fills the cache once per key of the data seed pool (8 keys by default): the tests
+# make pools of 2, in every grader they start too, for time. tests/test_sandbox_seed_pool.py checks
+# the default pool itself.
+os.environ.setdefault(POOL_SIZE_ENV, "2")
 SOLUTIONS = content.folder("solutions")
 
 

@@ -25,7 +25,9 @@ def _fresh_pool(monkeypatch, tmp_path, size: int | None = None):
     monkeypatch.setenv("SHARDLAB_CACHE_DIR", str(tmp_path))
     for name in ("SHARDLAB_DATA_SEED_KEY", "SHARDLAB_GRADING_SECRET"):
         monkeypatch.delenv(name, raising=False)
-    if size is not None:
+    if size is None:
+        monkeypatch.delenv(seeds.POOL_SIZE_ENV, raising=False)      # the default pool (conftest sets 2)
+    else:
         monkeypatch.setenv(seeds.POOL_SIZE_ENV, str(size))
     seeds.data_seed_pool.cache_clear()
     seeds._drawn.cache_clear()
@@ -80,7 +82,7 @@ def test_each_grading_process_draws_its_own_key(fresh_pool):
             with_keys[seeds.data_seed(SEED)] = index
     code = ("from shardlab.autograder.sandbox.gloo.seeds import data_seed\n"
             f"print(data_seed({SEED}))")
-    env = {**os.environ, "SHARDLAB_CACHE_DIR": str(fresh_pool)}
+    env = {**os.environ, "SHARDLAB_CACHE_DIR": str(fresh_pool)}      # the pool made above: 8 keys
     drawn = [int(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                                 timeout=120, check=True).stdout) for _ in range(12)]
     assert set(drawn) <= set(with_keys) and len(set(drawn)) > 1, drawn

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Iterator
 
 from shardlab.autograder.core.errors import ShardlabError
+from shardlab.autograder.sandbox import leftovers
 from shardlab.autograder.sandbox.staging import MAX_BYTES, kind_of, refusal, stage
 from shardlab.autograder.sandbox.untrusted import one_line
 
@@ -173,7 +174,7 @@ def open_submission(path: str | Path) -> Iterator[Path]:
         raise ShardlabError(f"no such file or folder: {path}")
     if not path.is_dir() and not zipfile.is_zipfile(path):
         raise ShardlabError(f"not a submission: {path} is neither a folder nor a zip file")
-    with tempfile.TemporaryDirectory(prefix="shardlab-sub-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=leftovers.prefix("sub")) as tmp:
         if path.is_dir():
             found = _root_of(path)
         else:

@@ -52,6 +52,7 @@ import io
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -60,7 +61,7 @@ from pathlib import Path
 from shardlab.autograder.core import content
 from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.core.results import course_shown, course_stamp, grader_version, points_text
-from shardlab.autograder.sandbox import untrusted, zygote
+from shardlab.autograder.sandbox import leftovers, untrusted, zygote
 
 GRADE_TIMEOUT_SECONDS = 900
 ATTEMPTS = 2
@@ -95,12 +96,18 @@ def grade_in_subprocess(path: str, config_path: str | None, env: dict[str, str] 
     course = os.path.abspath(config_path) if config_path else str(content.shipped_course())
     cmd = [sys.executable, "-m", "shardlab.autograder.cli", "grade", path, "--json", "--config", course,
            *(args or [])]
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True, env={**os.environ, **(env or {})})
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=GRADE_TIMEOUT_SECONDS,
-                              start_new_session=True, env={**os.environ, **(env or {})})
+        stdout, stderr = child.communicate(timeout=GRADE_TIMEOUT_SECONDS)
     except subprocess.TimeoutExpired:
+        _kill_and_sweep(child)
         return {"status": "error", "error": f"grading took longer than {GRADE_TIMEOUT_SECONDS} s",
                 "retry": True}
+    except BaseException:               # Ctrl-C in the batch: no grader is left behind either
+        _kill_and_sweep(child)
+        raise
+    done = subprocess.CompletedProcess(cmd, child.returncode, stdout, stderr)
     if done.returncode == 0:
         try:
             report = json.loads(done.stdout.strip().splitlines()[-1])
@@ -112,6 +119,24 @@ def grade_in_subprocess(path: str, config_path: str | None, env: dict[str, str] 
     refused = done.returncode == 2      # bad input (not a submission): retrying cannot help
     return {"status": "error", "error": f"the grader exited with status {done.returncode}: {err[:300]}",
             "retry": not refused, "refused": refused}
+
+
+def _kill_and_sweep(child: subprocess.Popen) -> None:
+    """SIGKILL the grader and its session (it started its own), sweep what it left
+    (`sandbox.leftovers`: a killed grader cleans nothing up; its pid names what it made),
+    then reap it. The sweep comes before the reaping: until then the pid is the dead
+    grader's zombie's, so no new grader can have taken it."""
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)     # dead, not yet reaped
+    leftovers.sweep(child.pid)
+    try:
+        child.communicate(timeout=10)       # a process of another session may still hold the pipes
+    except subprocess.TimeoutExpired:
+        child.wait()
 
 
 def draw_report_timelines(report: dict, folder: Path) -> list[str]:

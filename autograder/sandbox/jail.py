@@ -455,6 +455,25 @@ class Cgroup:
                 except OSError:
                     time.sleep(0.01)
 
+    @classmethod
+    def left_by(cls, grader_pid: int | None) -> list["Cgroup"]:
+        """The cgroups a grader with this pid created (`create` names them
+        shardlab-<pid>-<random>; any grader's with None) that still exist,
+        under this process's own cgroup in each hierarchy (a batch's graders
+        share their parent's)."""
+        start = "shardlab-" if grader_pid is None else f"shardlab-{grader_pid}-"
+        found: dict[str, dict[str, str]] = {}
+        for controller, point in _cgroup_mounts().items():
+            parent = point + _own_cgroup(controller)
+            try:
+                names = os.listdir(parent)
+            except OSError:
+                continue
+            for name in names:
+                if name.startswith(start):
+                    found.setdefault(name, {})[controller] = os.path.join(parent, name)
+        return [cls(dirs) for dirs in found.values()]
+
     def memory_peak(self) -> int | None:
         for controller, file in (("unified", "memory.peak"), ("memory", "memory.max_usage_in_bytes")):
             d = self.dirs.get(controller)

@@ -45,7 +45,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator
 from typing import cast
@@ -197,7 +196,8 @@ def reference_rank(args: list[str], log) -> object:
 def serving() -> Iterator[dict[str, str]]:
     """A zygote for many graders (batch grading), for the block: yields the
     environment entry ({ENV: socket path}) to give each grader process."""
-    folder = tempfile.mkdtemp(prefix="shardlab-zygote-")          # 0700: only this user
+    from shardlab.autograder.sandbox.leftovers import private_folder    # the batch's process, not the zygote's
+    folder = private_folder("zygote")          # 0700: only this user
     path = os.path.join(folder, "zygote.sock")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)

@@ -32,7 +32,6 @@ import selectors
 import shutil
 import signal
 import socket
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -42,6 +41,7 @@ from shardlab.autograder.core.phases import phase
 from shardlab.autograder.core.parts import Call
 from shardlab.autograder.kit.verdict import failure, unfinished
 from shardlab.autograder.sandbox import zygote
+from shardlab.autograder.sandbox.leftovers import private_folder
 from shardlab.autograder.sandbox.process import Limits, Outcome, Sandbox, CappedReader, kill_group
 from shardlab.autograder.sandbox.zygote import worker_env
 
@@ -150,7 +150,7 @@ class WorkerGroup:
 
     def __init__(self, server: ForkServer, world_size: int):
         self.server, self.world_size = server, world_size
-        self.dir = tempfile.mkdtemp(prefix="shardlab-gloo-")     # 0700: only the grader and its ranks
+        self.dir = private_folder("gloo")     # 0700: only the grader and its ranks
         self.pids: list[int] = []
         self.socks: list[socket.socket | None] = [None] * world_size
         self.buffers = [bytearray() for _ in range(world_size)]

@@ -1,0 +1,77 @@
+"""Nothing a grading leaves behind, even when its grader is killed.
+
+A grader normally cleans up after itself: each sandbox kills and removes
+its cgroup and deletes its staging folder (`process.Sandbox.close`), and
+the gloo ranks and workers die with their parents (PR_SET_PDEATHSIG, and
+the PID namespace of the jail). A grader killed with SIGKILL (batch's
+timeout does this) runs none of that. So everything a grading creates on
+the machine carries its grader's pid in its name, `shardlab-<pid>-...`:
+its temporary folders (`private_folder`) and its cgroups
+(`jail.Cgroup.create`). Whoever outlives the grader sweeps them:
+`platforms.batch` sweeps the pid of a child it had to kill, and every
+grader, as it starts, sweeps the leftovers of graders that are no longer
+alive (`sweep_dead`), which covers a grader killed by anything else.
+
+A sweep kills every process still in those cgroups before removing them:
+a student process that escaped its parent's death (it can reset its
+parent-death signal and start a new session) is still in its cgroup.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from shardlab.autograder.sandbox.jail import Cgroup
+
+_NAMED = re.compile(r"shardlab-(\d+)-")
+
+
+def private_folder(kind: str) -> str:
+    """A new 0700 temporary folder of this grader, named shardlab-<pid>-<kind>-<random>."""
+    return tempfile.mkdtemp(prefix=f"{prefix(kind)}")
+
+
+def prefix(kind: str) -> str:
+    """The name every temporary folder of this grader's `kind` starts with."""
+    return f"shardlab-{os.getpid()}-{kind}-"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:             # someone else's process: alive
+        return True
+    return True
+
+
+def sweep(grader_pid: int) -> list[str]:
+    """Kill and remove what a (dead) grader with this pid left: its cgroups, with every
+    process still in them, and its temporary folders. Returns what was removed."""
+    removed = []
+    for group in Cgroup.left_by(grader_pid):
+        group.kill()
+        group.remove()
+        removed += list(group.dirs.values())
+    base = Path(tempfile.gettempdir())
+    for folder in base.glob(f"shardlab-{grader_pid}-*"):
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(str(folder))
+    return removed
+
+
+def sweep_dead() -> list[str]:
+    """`sweep` every grader pid named in a temporary folder or a cgroup whose process is gone
+    (a pid taken since by another process is left alone: its leftovers wait for the next sweep)."""
+    names = [p.name for p in Path(tempfile.gettempdir()).glob("shardlab-*")]
+    names += [os.path.basename(d) for group in Cgroup.left_by(None) for d in group.dirs.values()]
+    pids = {int(m.group(1)) for name in names if (m := _NAMED.match(name))}
+    removed = []
+    for pid in sorted(pids):
+        if pid != os.getpid() and not _alive(pid):
+            removed += sweep(pid)
+    return removed

@@ -1,0 +1,126 @@
+"""Nothing left behind by a grader killed mid-grading (issue 30, item 6).
+
+Batch grading kills a grader that runs past its timeout with SIGKILL: the
+grader runs no clean-up then. The attack makes that happen and tries to
+outlive it: a submission whose function never returns, and which forks a
+process that resets its parent-death signal, leaves the session and renames
+itself. After the kill, no process of it, no temporary folder, no
+shared-memory file and no cgroup may be left (`sandbox.leftovers`). A
+grader killed by anything else is swept by the next grader's start.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from shardlab.autograder.platforms import batch
+from shardlab.autograder.sandbox import jail, leftovers
+from shardlab.autograder.sandbox.jail import Cgroup
+
+pytestmark = pytest.mark.platform
+
+NAME = "leftoverQ30"          # the comm the student's processes give themselves
+
+CLINGS = f'''
+
+import ctypes as _ctypes, os as _os, time as _time
+
+
+def _named():
+    _ctypes.CDLL(None).prctl(15, b"{NAME}", 0, 0, 0)        # PR_SET_NAME
+
+
+def param_count(d_model, d_ff, num_blocks):
+    _named()
+    if _os.fork() == 0:                                    # a child that will not die with its parent
+        _ctypes.CDLL(None).prctl(1, 0, 0, 0, 0)            # PR_SET_PDEATHSIG = 0
+        _os.setsid()
+        _named()
+        _time.sleep(3600)
+        _os._exit(0)
+    _time.sleep(3600)
+'''
+
+
+def _named_processes() -> list[int]:
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() == NAME:
+                stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                if stat[0] != "Z":
+                    out.append(int(pid))
+        except OSError:
+            continue
+    return out
+
+
+def _dead_graders_cgroups() -> set[str]:
+    """Cgroups named for a grader (shardlab-<pid>-...) whose process is gone (a grader alive
+    elsewhere on the machine keeps its own)."""
+    names = set()
+    for group in Cgroup.left_by(None):
+        for d in group.dirs.values():
+            pid = int(os.path.basename(d).split("-")[1])
+            if not Path(f"/proc/{pid}").exists():
+                names.add(d)
+    return names
+
+
+@pytest.fixture
+def private_tmp(tmp_path, monkeypatch):
+    """A temporary folder of its own for the graders (and for the sweep, which looks in the same)."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setenv("TMPDIR", str(folder))
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
+@pytest.fixture
+def clinging_submission(submission):
+    return submission(memory=(Path(batch.content.folder("solutions")) / "memory.py").read_text() + CLINGS)
+
+
+def _assert_nothing_left(tmp: Path, shm_before: set[str], cgroups_before: set[str]) -> None:
+    time.sleep(0.2)                                 # SIGKILL delivery is asynchronous
+    assert _named_processes() == [], "a student process outlived its grader"
+    assert sorted(p.name for p in tmp.iterdir()) == [], "a temporary folder outlived its grader"
+    assert set(os.listdir("/dev/shm")) <= shm_before, "a shared-memory file outlived its grader"
+    if jail.walls().cgroup:
+        assert _dead_graders_cgroups() <= cgroups_before, "a cgroup outlived its grader"
+
+
+@pytest.mark.timeout(300)
+def test_a_grader_killed_by_the_batch_timeout_leaves_nothing(private_tmp, clinging_submission, monkeypatch):
+    shm_before, cgroups_before = set(os.listdir("/dev/shm")), _dead_graders_cgroups()
+    monkeypatch.setattr(batch, "GRADE_TIMEOUT_SECONDS", 25)
+    result = batch.grade_in_subprocess(str(clinging_submission), None)
+    assert result["status"] == "error" and "longer than 25 s" in result["error"]
+    _assert_nothing_left(private_tmp, shm_before, cgroups_before)
+
+
+@pytest.mark.timeout(300)
+def test_a_grader_killed_otherwise_is_swept_by_the_next(private_tmp, clinging_submission):
+    shm_before, cgroups_before = set(os.listdir("/dev/shm")), _dead_graders_cgroups()
+    grader = subprocess.Popen([sys.executable, "-m", "shardlab.autograder.cli", "grade", str(clinging_submission),
+                               "--json"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not _named_processes() and time.monotonic() < deadline:     # until student code runs
+        time.sleep(0.2)
+    assert _named_processes(), "the student's code never ran"
+    os.kill(grader.pid, signal.SIGKILL)
+    grader.wait()
+    time.sleep(0.2)
+    left = sorted(p.name for p in private_tmp.iterdir())
+    assert left and all(name.startswith(f"shardlab-{grader.pid}-") for name in left), left   # the attack's effect
+    leftovers.sweep_dead()                          # what the next grader does first (`grading.grade_path`)
+    _assert_nothing_left(private_tmp, shm_before, cgroups_before)
