@@ -57,13 +57,17 @@ class BucketedDDP(torch.nn.Module):
     buffers to every rank at construction. Group the trainable parameters
     (model.parameters() order, requires_grad only; a tied parameter appears
     once) with assign_buckets(..., bucket_size_mb * 2**20). In backward, as
-    soon as every gradient of a bucket is ready (use
-    Tensor.register_post_accumulate_grad_hook), all-reduce that bucket's
-    gradients asynchronously (async_op=True) as one flat tensor: one
-    all-reduce per bucket per step. finish_gradient_synchronization() waits
-    for them, divides by the world size and writes the averaged gradients
-    back into each parameter's .grad. Frozen parameters get no gradient and
-    are not communicated (but are broadcast).
+    soon as every gradient of a bucket is ready, start that bucket's
+    all-reduce without waiting for it, as one flat tensor: one all-reduce
+    per bucket per step (Tasks 4.6 and 4.7). Frozen parameters get no
+    gradient and are not communicated (but are broadcast).
+
+    What must hold: every rank trains on its own rows of the batch, and
+    once finish_gradient_synchronization() returns (the grader calls it
+    after backward() and before the optimizer step) each trainable
+    parameter's .grad is the gradient one process computes with the mean
+    loss over the whole batch, so the model trains like one process
+    (Task 4.5).
     """
 
     def __init__(self, module: torch.nn.Module, bucket_size_mb: float):
@@ -75,5 +79,5 @@ class BucketedDDP(torch.nn.Module):
         return self.module(*args, **kwargs)
 
     def finish_gradient_synchronization(self) -> None:
-        """Wait for the bucket all-reduces, average, and write the gradients back."""
+        """Every trainable parameter's .grad as one process on the whole batch has it."""
         raise NotImplementedError("Task 4.5: BucketedDDP.finish_gradient_synchronization")

@@ -50,7 +50,8 @@ def max_devices_before_comm_bound(tokens: int, unit_params: int, alpha: float, b
     unit's forward: beyond it, communication binds. Solve for p yourself from
     Tasks 2.1 and 2.2 (log base 2). Return 1.0 when even at p = 1 the
     bandwidth term alone takes at least as long as the forward, and math.inf
-    when p is past float range. Returns a float.
+    when p is past float range. Returns a float. Solve it in closed form: a
+    search over p does not finish in time for the largest inputs.
     """
     raise NotImplementedError("Task 2.4: max_devices_before_comm_bound")
 
@@ -67,72 +68,42 @@ def min_tokens_to_hide_allgather(unit_params: int, p: int, alpha: float, beta: f
 def step_comm_bytes(num_params: int, p: int, bytes_per_param: int = 2) -> float:
     """Task 2.6. Bytes each rank receives in one training step under full
     sharding of num_params parameters of bytes_per_param bytes over p ranks:
-    count every collective of a step (forward, backward, gradients) and what
-    each brings to one rank. Returns a float (bytes).
+    count every collective one step of Part B's FSDP (Task 2.7) issues and
+    what each brings to one rank. Returns a float (bytes).
     """
     raise NotImplementedError("Task 2.6: step_comm_bytes")
-
-
-class _ShardedLinear(torch.autograd.Function):
-    """y = x W^T + b with W, b gathered on demand; backward gathers again and
-    reduce-scatters the flat gradient."""
-
-    @staticmethod
-    def forward(ctx, x, shard, unit):
-        raise NotImplementedError("_ShardedLinear.forward")
-
-    @staticmethod
-    def backward(ctx, grad_out):
-        raise NotImplementedError("_ShardedLinear.backward")
-
-
-class _Unit:
-    """One nn.Linear's trainable parameters, flat, padded and sharded."""
-
-    def __init__(self, linear, group):
-        raise NotImplementedError("_Unit.__init__")
-
-    def start_gather(self):
-        raise NotImplementedError("_Unit.start_gather")
-
-    def full_weight_and_bias(self):
-        raise NotImplementedError("_Unit.full_weight_and_bias")
-
-    def reduce_scatter(self, grads):
-        raise NotImplementedError("_Unit.reduce_scatter")
-
-    def finish(self):
-        raise NotImplementedError("_Unit.finish")
 
 
 class FSDP(nn.Module):
     """Task 2.7. Fully sharded data parallel: FSDP(module, process_group=None).
 
-    Every nn.Linear of `module` with a trainable parameter is one unit. Its
+    Every nn.Linear of `module` with a trainable parameter is one unit; it
+    stays in place in the module (the grader watches its forward). Its
     trainable parameters are flattened (named_parameters() order) into one
     vector, right-padded with zeros to a multiple of the world size p, and
-    each rank keeps only its 1/p shard: the shards are the parameters the
-    optimizer sees (frozen parameters and buffers stay unsharded in the
-    module). Everything is FP32, collectives included. Before a unit's
-    forward its full weights are all-gathered and freed after; before its
-    backward they are all-gathered again; its gradients are
-    reduce-scattered, averaged over ranks, into the shard's .grad.
-    finish_gradient_synchronization() waits for outstanding communication;
-    full_state_dict() (a collective: every rank calls it) returns every
-    entry of module.state_dict() under the same names, full parameters,
-    buffers and frozen parameters included. The grader's models keep every
-    trainable parameter in an nn.Linear and tie no weights. Bonus (Task
-    2.11): start the next unit's all-gather (the next to run its forward)
-    while the current unit computes.
+    each rank keeps only its 1/p shard as an nn.Parameter: the shards are
+    the parameters the optimizer sees (frozen parameters and buffers stay
+    unsharded in the module). Everything is FP32, collectives included.
+
+    What must hold. Every rank trains on its own rows of the batch, and the
+    wrapped model trains like one process on the whole batch (Task 2.7):
+    once finish_gradient_synchronization() returns (the grader calls it
+    after backward() and before the optimizer step), each shard's .grad is
+    that shard's slice of the gradient one process computes with the mean
+    loss over the whole batch. Between steps a rank keeps no unit's full
+    weights (Task 2.8). A step issues only the collectives full sharding
+    needs, each of a unit's padded flat size (Task 2.9; Task 2.6 counts
+    their bytes). full_state_dict() (a collective: every rank calls it)
+    returns every entry of module.state_dict() under the same names, full
+    parameters, buffers and frozen parameters included. The grader's models
+    keep every trainable parameter in an nn.Linear and tie no weights.
+    Bonus (Task 2.11): start the next unit's all-gather (the next to run its
+    forward) while the current unit computes.
     """
 
     def __init__(self, module: nn.Module, process_group=None):
         super().__init__()
         raise NotImplementedError("Task 2.7: FSDP.__init__")
-
-    @staticmethod
-    def _sharded_forward(unit, nxt):
-        raise NotImplementedError("Task 2.7: FSDP._sharded_forward")
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError("Task 2.7: FSDP.forward")

@@ -111,29 +111,25 @@ class OneFOneBPipeline:
     step(inputs, targets, loss_fn), called on every rank: split `inputs`
     and `targets` into num_microbatches equal micro-batches along dim 0
     (only stage 0 reads the values of `inputs`, only the last stage those of
-    `targets`; every stage may use their shapes) and run, with
-    w = min(p - stage - 1, m):
+    `targets`; every stage may use their shapes) and run their forwards and
+    backwards in the 1F1B order of the handout: warm-up forwards, then one
+    forward and one backward (of the oldest micro-batch still held) in turn,
+    then the cool-down backwards. How many warm-up forwards each stage runs
+    is yours to work out (Task 5.5 counts what it holds).
 
-    - w warm-up forwards;
-    - then m - w times: one forward, then one backward (of the oldest
-      micro-batch still held);
-    - then the w remaining backwards (cool-down).
+    The last stage applies loss_fn to each micro-batch's output and
+    target. Activations travel to stage s + 1 and their gradients back to
+    stage s - 1, point to point between neighbours only, naming the peer of
+    every operation. The grader reads your schedule off these messages:
+    send each activation and gradient as soon as it is computed, and wait
+    for a receive only when its data is needed; every send completes before
+    step returns.
 
-    A forward on stage s > 0 first receives its input activation from stage
-    s - 1; on the last stage it ends with loss_fn(output, target) / m, and
-    otherwise sends its output to stage s + 1. A backward on the last stage
-    starts from that loss, elsewhere from the output's gradient received
-    from stage s + 1; on s > 0 it ends by sending its input's gradient to
-    stage s - 1. Name the peer of every send and recv. With gloo a send
-    waits until its recv is posted, so use isend for what you send (wait for
-    all of them before step returns) and recv for what you need now. The
-    grader reads your schedule off these messages: send each activation and
-    gradient as soon as it is computed, and wait for a recv only when its
-    data is needed.
-    Gradients accumulate in the stage's parameters' .grad over the
-    micro-batches: with each loss divided by m they are those of one
-    full-batch step with a mean loss. Do not step an optimizer. Returns the
-    mini-batch's mean loss on the last stage (a float), None elsewhere.
+    What must hold: when step returns, the gradients accumulated in the
+    stage's parameters' .grad are those of one full-batch step of the whole
+    model with the mean loss over the mini-batch (Task 5.9). Do not step an
+    optimizer. Returns the mini-batch's mean loss on the last stage (a
+    float), None elsewhere.
     """
 
     def __init__(self, stage_module: torch.nn.Module, stage: int, num_stages: int, num_microbatches: int):

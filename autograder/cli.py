@@ -15,6 +15,7 @@ from rich.table import Table
 from shardlab.autograder.sandbox import untrusted
 from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.core.results import points_text
+from shardlab.reference.config import SCAFFOLDINGS
 
 console = Console()
 config_option = click.option("--config", "config_path", type=click.Path(dir_okay=False),
@@ -400,17 +401,24 @@ def _build_all(cfg, config_path, out: Path, roster=None) -> None:
 
 
 @cli.command()
-@click.option("--check", "only_check", is_flag=True, help="Fail if assignments/ is out of date.")
-def stubs(only_check):
+@click.option("--check", "only_check", is_flag=True,
+              help="Fail if the stubs (assignments/, or --out's) are out of date.")
+@click.option("--scaffolding", type=click.Choice(SCAFFOLDINGS), default=None,
+              help="What the stubs ship besides signatures and contracts ([course] scaffolding); "
+                   "assignments/ holds the default's, so another needs --out.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Write the stubs into DIR instead of assignments/.")
+def stubs(only_check, scaffolding, out_dir):
     """Regenerate assignments/ (the student stubs) from solutions/."""
-    from shardlab.autograder.publish.stubs import stale_stubs, write_stubs
+    from shardlab.autograder.publish.stubs import ASSIGNMENTS, DEFAULT_SCAFFOLDING, stale_stubs, write_stubs
+    target, scaffolding = Path(out_dir) if out_dir else ASSIGNMENTS, scaffolding or DEFAULT_SCAFFOLDING
     if only_check:
-        stale = stale_stubs()
+        stale = stale_stubs(target, scaffolding)
         if stale:
             raise ShardlabError(f"stubs out of date: {', '.join(stale)} (run `shardlab stubs`)")
         console.print("stubs are up to date")
         return
-    for path in write_stubs():
+    for path in write_stubs(target, scaffolding):
         console.print(f"wrote {path}", highlight=False)
 
 

@@ -71,6 +71,7 @@ class Key:
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")   # Gradescope's results.json
 GRADESCOPE_ID_FIELDS = ("email", "id")    # the documented users[] fields of submission_metadata.json
 QUESTION_SECTIONS = ("memory", "fsdp", "comm4d", "buckets", "pipeline")    # a section per question module
+SCAFFOLDINGS = ("blank", "guided")        # how much of a design the stubs ship (publish.stubs)
 
 SCHEMA: tuple[Key, ...] = (
     Key("course", "name", str, "Systems for Large Models", "course name shown on handouts"),
@@ -86,6 +87,12 @@ SCHEMA: tuple[Key, ...] = (
         "Empty or absent: every question"),
     Key("course", "answer_points", int, 1,
         "points per question for the handout numbers in answers.toml (only with a secret)"),
+    Key("course", "scaffolding", str, "blank",
+        "what the stubs of the starter kit ship besides each graded function's and class's signature, task "
+        "id, units and contract: \"blank\" nothing (the student designs every helper); \"guided\" also the "
+        "solutions' hints (docstring paragraphs starting \"Hint:\") and their private helpers as a stubbed "
+        "skeleton (`# BEGIN SCAFFOLD` blocks). Neither answers what the handout asks to derive",
+        SCAFFOLDINGS),
     Key("model", "name", str, "XXL", "the model's name in the handout"),
     Key("model", "d_model", int, 16384, "model width D"),
     Key("model", "d_ff", int, 53248, "FFN hidden width F"),
@@ -156,6 +163,11 @@ NETWORK_KEYS: tuple[Key, ...] = (
     Key("network", "beta_bytes_per_second", float, None, "bandwidth beta per device, in bytes/s, required"),
     Key("network", "devices", int, 0, "devices it usually joins: the FSDP question's default p"),
 )
+
+
+def default_value(section: str, name: str) -> Any:
+    """The default of the key [section].name, as SCHEMA gives it."""
+    return next(k.default for k in SCHEMA if (k.section, k.name) == (section, name))
 
 
 @dataclass(frozen=True)
@@ -240,6 +252,7 @@ class CourseConfig:
     pipeline: PipelineConfig = PipelineConfig()
     points: tuple[tuple[str, float], ...] = ()   # [points] overrides, (part id or question name, points)
     questions: tuple[str, ...] = ()              # [course] questions: module names; () = every question
+    scaffolding: str = default_value("course", "scaffolding")   # what the stubs ship (SCAFFOLDINGS)
     source: str = "default course (reference/course.toml)"
     secret: str = ""            # per-student variants and answers.toml grading when set
     answer_points: int = 1
@@ -433,6 +446,7 @@ def _parse(data: dict, source: str, sha256: str = "") -> CourseConfig:
         pipeline=pipeline,
         points=tuple(sorted(points.items())),
         questions=questions,
+        scaffolding=v("course", "scaffolding"),
         source=source,
         secret=v("course", "secret"),
         answer_points=v("course", "answer_points"),

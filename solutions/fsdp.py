@@ -61,7 +61,8 @@ def max_devices_before_comm_bound(tokens: int, unit_params: int, alpha: float, b
     unit's forward: beyond it, communication binds. Solve for p yourself from
     Tasks 2.1 and 2.2 (log base 2). Return 1.0 when even at p = 1 the
     bandwidth term alone takes at least as long as the forward, and math.inf
-    when p is past float range. Returns a float.
+    when p is past float range. Returns a float. Solve it in closed form: a
+    search over p does not finish in time for the largest inputs.
     """
     # BEGIN SOLUTION
     # alpha * log2(p) <= (2 * tokens / C - b / beta) * unit_params, so p = 2 ** (slack / alpha)
@@ -91,8 +92,8 @@ def min_tokens_to_hide_allgather(unit_params: int, p: int, alpha: float, beta: f
 def step_comm_bytes(num_params: int, p: int, bytes_per_param: int = 2) -> float:
     """Task 2.6. Bytes each rank receives in one training step under full
     sharding of num_params parameters of bytes_per_param bytes over p ranks:
-    count every collective of a step (forward, backward, gradients) and what
-    each brings to one rank. Returns a float (bytes).
+    count every collective one step of Part B's FSDP (Task 2.7) issues and
+    what each brings to one rank. Returns a float (bytes).
     """
     # BEGIN SOLUTION
     one_collective = (p - 1) / p * num_params * bytes_per_param
@@ -100,9 +101,10 @@ def step_comm_bytes(num_params: int, p: int, bytes_per_param: int = 2) -> float:
     # END SOLUTION
 
 
+# BEGIN SCAFFOLD
 class _ShardedLinear(torch.autograd.Function):
-    """y = x W^T + b with W, b gathered on demand; backward gathers again and
-    reduce-scatters the flat gradient."""
+    """One unit's y = x W^T + b while its parameters live as shards: its
+    forward and its backward are both yours to write."""
 
     @staticmethod
     def forward(ctx, x, shard, unit):
@@ -121,13 +123,14 @@ class _ShardedLinear(torch.autograd.Function):
         grad_x = grad_out @ weight
         g2, x2 = grad_out.reshape(-1, grad_out.shape[-1]), x.reshape(-1, x.shape[-1])
         grads = {"weight": g2.t() @ x2, "bias": g2.sum(0)}
-        unit.reduce_scatter([grads[name] for name in unit.names])
+        unit.reduce_gradients([grads[name] for name in unit.names])
         return grad_x, None, None
         # END SOLUTION
 
 
 class _Unit:
-    """One nn.Linear's trainable parameters, flat, padded and sharded."""
+    """One nn.Linear's trainable parameters as one flat, padded vector, of
+    which this rank keeps its shard."""
 
     def __init__(self, linear, group):
         # BEGIN SOLUTION
@@ -172,7 +175,7 @@ class _Unit:
         return weight, bias
         # END SOLUTION
 
-    def reduce_scatter(self, grads):
+    def reduce_gradients(self, grads):
         # BEGIN SOLUTION
         flat = torch.cat([g.reshape(-1) for g in grads])
         flat = nn.functional.pad(flat, (0, self.chunk * self.world - flat.numel()))
@@ -189,27 +192,34 @@ class _Unit:
             self.shard.grad = out if self.shard.grad is None else self.shard.grad + out
         self.reductions = []
         # END SOLUTION
+# END SCAFFOLD
 
 
 class FSDP(nn.Module):
     """Task 2.7. Fully sharded data parallel: FSDP(module, process_group=None).
 
-    Every nn.Linear of `module` with a trainable parameter is one unit. Its
+    Every nn.Linear of `module` with a trainable parameter is one unit; it
+    stays in place in the module (the grader watches its forward). Its
     trainable parameters are flattened (named_parameters() order) into one
     vector, right-padded with zeros to a multiple of the world size p, and
-    each rank keeps only its 1/p shard: the shards are the parameters the
-    optimizer sees (frozen parameters and buffers stay unsharded in the
-    module). Everything is FP32, collectives included. Before a unit's
-    forward its full weights are all-gathered and freed after; before its
-    backward they are all-gathered again; its gradients are
-    reduce-scattered, averaged over ranks, into the shard's .grad.
-    finish_gradient_synchronization() waits for outstanding communication;
-    full_state_dict() (a collective: every rank calls it) returns every
-    entry of module.state_dict() under the same names, full parameters,
-    buffers and frozen parameters included. The grader's models keep every
-    trainable parameter in an nn.Linear and tie no weights. Bonus (Task
-    2.11): start the next unit's all-gather (the next to run its forward)
-    while the current unit computes.
+    each rank keeps only its 1/p shard as an nn.Parameter: the shards are
+    the parameters the optimizer sees (frozen parameters and buffers stay
+    unsharded in the module). Everything is FP32, collectives included.
+
+    What must hold. Every rank trains on its own rows of the batch, and the
+    wrapped model trains like one process on the whole batch (Task 2.7):
+    once finish_gradient_synchronization() returns (the grader calls it
+    after backward() and before the optimizer step), each shard's .grad is
+    that shard's slice of the gradient one process computes with the mean
+    loss over the whole batch. Between steps a rank keeps no unit's full
+    weights (Task 2.8). A step issues only the collectives full sharding
+    needs, each of a unit's padded flat size (Task 2.9; Task 2.6 counts
+    their bytes). full_state_dict() (a collective: every rank calls it)
+    returns every entry of module.state_dict() under the same names, full
+    parameters, buffers and frozen parameters included. The grader's models
+    keep every trainable parameter in an nn.Linear and tie no weights.
+    Bonus (Task 2.11): start the next unit's all-gather (the next to run its
+    forward) while the current unit computes.
     """
 
     def __init__(self, module: nn.Module, process_group=None):
@@ -227,6 +237,7 @@ class FSDP(nn.Module):
             unit.linear.forward = self._sharded_forward(unit, nxt)
         # END SOLUTION
 
+    # BEGIN SCAFFOLD
     @staticmethod
     def _sharded_forward(unit, nxt):
         # BEGIN SOLUTION
@@ -236,6 +247,7 @@ class FSDP(nn.Module):
             return _ShardedLinear.apply(x, unit.shard, unit)
         return forward
         # END SOLUTION
+    # END SCAFFOLD
 
     def forward(self, *args, **kwargs):
         # BEGIN SOLUTION

@@ -134,11 +134,16 @@ def test_course_toml_is_refused_at_or_under_a_graded_folder_only(tmp_path, monke
 def test_every_batch_child_is_named_its_course_absolutely(tmp_path, monkeypatch):
     seen = []
 
-    def run(cmd, **kwargs):
-        seen.append(cmd)
-        return subprocess.CompletedProcess(cmd, 0, stdout='{"score": 0}\n', stderr="")
+    class Child:            # what batch starts per submission, without starting it
+        pid, returncode = 0, 0
 
-    monkeypatch.setattr(batch.subprocess, "run", run)
+        def __init__(self, cmd, **kwargs):
+            seen.append(cmd)
+
+        def communicate(self, timeout=None):
+            return '{"score": 0}\n', ""
+
+    monkeypatch.setattr(batch.subprocess, "Popen", Child)
     monkeypatch.chdir(tmp_path)
     batch.grade_in_subprocess("sub", None)
     batch.grade_in_subprocess("sub", "mine.toml")

@@ -70,6 +70,15 @@ def test_stubs_check():
     assert r.returncode == 0, r.stderr
 
 
+def test_stubs_of_another_scaffolding_go_elsewhere(tmp_path):
+    """assignments/ holds the default scaffolding's stubs: guided ones are written to --out."""
+    assert_one_line_error(run_cli("stubs", "--scaffolding", "guided"), "write 'guided' stubs to another folder")
+    r = run_cli("stubs", "--scaffolding", "guided", "--out", str(tmp_path / "guided"))
+    assert r.returncode == 0, r.stderr
+    assert "class _Unit" in (tmp_path / "guided" / "fsdp.py").read_text()
+    assert run_cli("stubs", "--check", "--scaffolding", "guided", "--out", str(tmp_path / "guided")).returncode == 0
+
+
 def _bad(tmp_path):
     (tmp_path / "bad.toml").write_text("[model\nd_model = 1")
     (tmp_path / "unknown.toml").write_text("[model]\ndmodel = 1\n")

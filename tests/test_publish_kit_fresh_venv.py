@@ -57,7 +57,7 @@ def test_the_readme_install_line_gives_pytest_and_the_notebook(tmp_path, cfg):
     assert torch.stdout.split() == [f"{content.torch_version()}+cpu", "None"], torch.stdout + torch.stderr
     packages = _run(".venv/bin/pip list --format=json", kit, env, 120)
     names = {p["name"].lower() for p in json.loads(packages.stdout)}
-    assert {"notebook", "ipykernel", "nbconvert", "pytest", "matplotlib", "numpy"} <= names
+    assert {"notebook", "ipykernel", "nbconvert", "pytest", "pytest-timeout", "matplotlib", "numpy"} <= names
     assert not any(n.startswith("nvidia") for n in names), sorted(names)
 
     stubs = _run(first_test, kit, env, 600)           # the README's second line, on the stubs

@@ -27,25 +27,41 @@ compute-bound criterion, the bucket cost model), which no Worked formula is.
 The last tests show that the same scan finds the derivations in the
 solutions (md and html), so a normalisation that missed a markup would fail
 here rather than pass quietly.
+
+The stubs are also read for design answers no Worked item holds
+(STUB_GIVEAWAYS), under both `[course] scaffolding`s: which collectives an
+FSDP step issues, the 1F1B warm-up count, where DDP and FSDP average the
+gradients, 1.4's rounding. The stubs' old words show the scan finding each.
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
 import html
+import importlib
+import inspect
 import json
 import math
 import numbers
 import re
+import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
+from shardlab.autograder.core import content
+from shardlab.autograder.core.parts import Call, Case
+from shardlab.autograder.engine.plan import part_cases
+from shardlab.autograder.engine.variants import variant_config
+from shardlab.autograder.kit import bucket_experiment
 from shardlab.autograder.publish.formats import mathml, notebook_json
 from shardlab.autograder.publish.mathtext import to_tex
 from shardlab.autograder.publish.render import build
 from shardlab.autograder.publish.roster import build_roster
+from shardlab.autograder.publish.stubs import generated_stubs
 from shardlab.autograder.questions import all_parts, answer_key
+from shardlab.reference.config import SCAFFOLDINGS, load_config
 
 pytestmark = pytest.mark.pure
 
@@ -319,6 +335,101 @@ def test_the_variants_differ_from_the_course(cfg, roster_build):
         assert set(derived(variant).numbers) != course
 
 
+# ---- the stubs pose contracts, not designs, under either scaffolding ------------------------
+
+# What no stub may say, under either scaffolding, because the handout asks the student to work it out:
+# (stub module, function whose docstring is scanned or None for the whole stub, pattern, what it answers).
+# Names count as much as prose: a guided skeleton's helper called reduce_scatter answers 2.6 too.
+STUB_GIVEAWAYS = (
+    ("fsdp", None, r"reduce[-_ ]?scatter", "2.6/2.9: the collective FSDP reduces gradients with"),
+    ("fsdp", None, r"gather\w*\s+(\w+\s+){0,3}again|again\s+before\s+(its\s+|the\s+)?backward",
+     "2.6/2.9: that backward all-gathers the weights again"),
+    ("fsdp", None, r"forward,\s*backward,?\s*(and\s+)?gradients", "2.6: one collective per phase of a step"),
+    ("fsdp", None, r"(three|3)\s+collectives", "2.6: the collectives of a step"),
+    ("pipeline", None, r"\b(p|num_stages)\s*-\s*(stage|s)\s*-\s*1\b", "5.5/5.9: the 1F1B warm-up count"),
+    ("pipeline", None, r"stages?\s+after\s+(it|this|the)\b", "5.5/5.9: the 1F1B warm-up count, in words"),
+    ("buckets", None, r"divid\w*\s+(\S+\s+){0,4}by\s+(the\s+)?world[\s_]size|/\s*world\b",
+     "4.5: where the gradients are averaged"),
+    ("fsdp", None, r"divid\w*\s+(\S+\s+){0,4}by\s+(the\s+)?world[\s_]size|/\s*world\b",
+     "2.7: where the gradients are averaged"),
+    ("memory", "devices_needed", r"ceil|⌈", "1.4: the rounding"),
+)
+# a sentence that averages (or divides) at a named place says where gradients are averaged; the
+# contract ("each .grad is the gradient of the mean loss over the whole batch") names no place
+AVERAGING = r"averag\w*|mean\s+over\s+(the\s+)?ranks|divid\w*\s+(\S+\s+){0,4}by"
+AVERAGED_AT = (r"finish_gradient_synchronization|reduce[-_ ]?scatter|all[-_ ]?reduce|bucket|hook|backward|"
+               r"\.grad\b|shard")
+
+
+def _docstring_of(text: str, function: str) -> str:
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == function:
+            return ast.get_docstring(node) or ""
+    return ""
+
+
+def stub_giveaways(stubs: dict[str, str]) -> list[str]:
+    """What stubs (file name -> text) say that the handout asks the student to derive."""
+    out = []
+    for name, text in stubs.items():
+        module = name.removesuffix(".py")
+        for where, function, pattern, why in STUB_GIVEAWAYS:
+            if where != module:
+                continue
+            scanned = text if function is None else _docstring_of(text, function)
+            if m := re.search(pattern, scanned, re.I):
+                out.append(f"{name}: {why}: {m.group(0)!r}")
+        if module in ("buckets", "fsdp"):
+            for sentence in re.split(r"(?<=[.;:])\s+", " ".join(text.split())):
+                if re.search(AVERAGING, sentence, re.I) and re.search(AVERAGED_AT, sentence, re.I):
+                    out.append(f"{name}: where the gradients are averaged: {sentence[:80]!r}")
+    return out
+
+
+@pytest.mark.parametrize("scaffolding", SCAFFOLDINGS)
+def test_no_stub_answers_what_the_handout_asks(scaffolding):
+    """The collectives of an FSDP step, the 1F1B warm-up count, where DDP and FSDP average
+    gradients, 1.4's rounding: the student's to derive, in a guided kit as in a blank one."""
+    assert stub_giveaways(generated_stubs(scaffolding)) == []
+
+
+# the stubs' words before scaffolding was the course's choice (issue 29), each a giveaway
+OLD_STUBS = {
+    "fsdp.py": [
+        "count every collective of a step (forward, backward, gradients) and what\n"
+        "    each brings to one rank. Returns a float (bytes).",
+        'class _ShardedLinear(torch.autograd.Function):\n    """y = x W^T + b with W, b gathered on demand; '
+        'backward gathers again and\n    reduce-scatters the flat gradient."""',
+        "module). Everything is FP32, collectives included. Before a unit's\n    forward its full weights are "
+        "all-gathered and freed after; before its\n    backward they are all-gathered again; its gradients "
+        "are\n    reduce-scattered, averaged over ranks, into the shard's .grad.",
+        "    def reduce_scatter(self, grads):\n        raise NotImplementedError(\"_Unit.reduce_scatter\")",
+    ],
+    "pipeline.py": [
+        "`targets`; every stage may use their shapes) and run, with\n    w = min(p - stage - 1, m):",
+    ],
+    "buckets.py": [
+        "all-reduce per bucket per step. finish_gradient_synchronization() waits\n    for them, divides by "
+        "the world size and writes the averaged gradients\n    back into each parameter's .grad.",
+        '"""Wait for the bucket all-reduces, average, and write the gradients back."""',
+    ],
+    "memory.py": [
+        'def devices_needed(total_bytes: int, device_bytes: int) -> int:\n    """Task 1.4. How many devices of '
+        'device_bytes each hold total_bytes.\n\n    ceil(total_bytes / device_bytes), exactly (no floating-point '
+        'rounding);\n    0 bytes need 0 devices. Returns an int.\n    """\n',
+    ],
+}
+
+
+def test_the_stub_scan_finds_each_old_giveaway():
+    for name, excerpts in OLD_STUBS.items():
+        for excerpt in excerpts:
+            assert stub_giveaways({name: excerpt}), (name, excerpt)
+    # and the contract that replaced them passes
+    assert not stub_giveaways({"buckets.py": "once finish_gradient_synchronization() returns each trainable "
+                               "parameter's .grad is the gradient one process computes with the mean loss"})
+
+
 # ---- the scan proves itself on the solutions ------------------------------------------------
 
 def test_the_scan_finds_every_derived_formula_in_the_solutions(cfg, course_build):
@@ -369,3 +480,177 @@ def test_a_planted_leak_is_found(cfg, course_build):
     assert leaks({"kit/assignments/fsdp.py": "parameter per token, 2 * tokens * unit_params / flops_per_second."}, d)
     assert leaks({"kit/assignments/fsdp.py":
                   "flops_per_second/2 * (alpha * log2(p) / unit_params + bytes_per_param / beta)"}, d)
+
+
+# ---- public cases that pose the handout's own problem ----------------------------------------
+
+def _reference_function(module: str, function: str):
+    return getattr(importlib.import_module(f"shardlab.reference.{module}"), function, None)
+
+
+def _with_defaults(fn, args: dict) -> dict:
+    bound = inspect.signature(fn).bind(**args)
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
+def course_calls(cfg) -> dict[str, list[dict]]:
+    """{"module.function": [arguments, ...]}: what the worked answers (`answer_key`) call the
+    reference function of each graded part with, i.e. the problems the handout poses for it.
+    Recorded by profiling the calls, under whatever name a module imported the function."""
+    functions = {}
+    for part in all_parts(cfg):
+        fn = _reference_function(part.module, part.function) if part.probe == "calls" and part.function else None
+        if fn is not None:
+            functions[fn.__code__] = (f"{part.module}.{part.function}", fn)
+    found: dict[str, list[dict]] = {}
+
+    def record(frame, event, arg):
+        if event == "call" and frame.f_code in functions:
+            name, fn = functions[frame.f_code]
+            args = {k: frame.f_locals[k] for k in inspect.signature(fn).parameters}
+            if args not in found.setdefault(name, []):
+                found[name].append(args)
+    previous = sys.getprofile()
+    sys.setprofile(record)
+    try:
+        answer_key(cfg)
+    finally:
+        sys.setprofile(previous)
+    return found
+
+
+def _number(x) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+
+def poses(public: dict, course: dict) -> str | None:
+    """How a public case's arguments pose the course's problem for the same function, or None:
+    all equal; every number one common multiple of the course's (two numbers or more, the rest
+    equal: these formulas are mostly homogeneous, so one factor gives the answer back); or, with
+    three arguments or more, all but one equal (the handout's problem with one number changed,
+    which one substitution, or one ratio for a formula proportional to it, undoes)."""
+    names = list(course)
+    if all(public[k] == course[k] for k in names):
+        return "equals"
+    scaled = [k for k in names if _number(public[k]) and _number(course[k]) and course[k] != 0]
+    if len(scaled) >= 2 and all(public[k] == course[k] for k in names if k not in scaled):
+        factor = public[scaled[0]] / course[scaled[0]]
+        if all(math.isclose(public[k], factor * course[k], rel_tol=1e-9) for k in scaled):
+            return f"is {factor:g} times"
+    changed = [k for k in names if public[k] != course[k]]
+    if len(names) >= 3 and len(changed) == 1:
+        return f"changes only {changed[0]} of"
+    return None
+
+
+def public_cases(cfg) -> list[tuple[str, Case]]:
+    """(part id, case) of every public case of the parts graded by plain calls."""
+    return [(p.id, case) for p in all_parts(cfg) if p.probe == "calls" and p.function
+            for case in part_cases(cfg, p.id) if case.public]
+
+
+def posed(cfg, cases: list[tuple[str, Case]]) -> list[str]:
+    """The cases whose calls pose a problem the worked answers of `cfg` solve."""
+    problems = course_calls(cfg)
+    out = []
+    for part_id, case in cases:
+        for call in case.calls:
+            fn = _reference_function(call.module, call.function)
+            args = _with_defaults(fn, call.args) if fn is not None else {}
+            for course in problems.get(f"{call.module}.{call.function}", []):
+                how = poses(args, course) if set(args) == set(course) else None
+                if how:
+                    out.append(f"{part_id} [{case.group}] {call.show()} {how} the handout's {course}")
+    return out
+
+
+A100 = content.folder("reference") / "courses" / "a100.toml"
+
+
+def test_no_public_case_poses_the_courses_own_problem(cfg):
+    assert {"buckets.ddp_overhead_seconds", "comm4d.forward_flops", "memory.min_fsdp_degree"} <= set(course_calls(cfg))
+    assert posed(cfg, public_cases(cfg)) == []
+
+
+def test_no_public_case_poses_the_second_courses_problem():
+    course = load_config(A100)
+    assert posed(course, public_cases(course)) == []
+    variant = variant_config(course, STUDENTS[0])          # the second course has a secret and [variants]
+    assert variant != course and posed(variant, public_cases(course)) == []
+
+
+@pytest.mark.parametrize("student_id", STUDENTS)
+def test_no_public_case_poses_a_variants_problem(cfg, roster_build, student_id):
+    """The kit's public cases are the course's, the same for every student."""
+    variant, _ = roster_build[student_id]
+    assert posed(variant, public_cases(cfg)) == []
+    assert posed(variant, public_cases(variant)) == []
+
+
+def _planted(part_id: str, module: str, function: str, args: dict) -> tuple[str, Case]:
+    return part_id, Case((Call(module, function, args),), True, "planted")
+
+
+def test_the_check_finds_the_old_public_cases(cfg):
+    """4.2's public "the course numbers, 25 buckets" and 3.1's public "the course model", as they were."""
+    b, m = cfg.buckets, cfg.model
+    old = [_planted("4.2", "buckets", "ddp_overhead_seconds", dict(
+               model_bytes=b.model_bytes, bandwidth=b.bandwidth, call_overhead=b.call_overhead, num_buckets=25)),
+           _planted("3.1", "comm4d", "forward_flops", dict(
+               tokens=cfg.tokens_per_device, d_model=m.d_model, d_ff=m.d_ff, num_blocks=m.num_blocks))]
+    found = posed(cfg, old)
+    assert {line.split(" ")[0] for line in found} == {"4.2", "3.1"}, found
+
+
+@pytest.mark.parametrize("which", ["course", "second course", "variant"])
+def test_the_check_finds_a_copy_or_a_multiple_of_the_handouts_arguments(cfg, roster_build, which):
+    course = {"course": cfg, "second course": load_config(A100), "variant": roster_build[STUDENTS[0]][0]}[which]
+    (args,) = course_calls(course)["memory.min_fsdp_degree"]
+    for planted in (args, {k: 3 * v for k, v in args.items()}):
+        assert posed(course, [_planted("1.6", "memory", "min_fsdp_degree", planted)])
+    two_changed = dict(args, state_bytes=2 * args["state_bytes"], device_bytes=args["device_bytes"] // 2)
+    assert not posed(course, [_planted("1.6", "memory", "min_fsdp_degree", two_changed)])
+
+
+# ---- the answer to 4 (c): the solutions give it, the kit's bucket experiment does not ----------
+
+def _answer_4c(solutions_md: str) -> str:
+    section = re.split(r"\n#{1,3} ", solutions_md.split("### (c) Measure it", 1)[1], maxsplit=1)[0]
+    return section.split("*Answer:*", 1)[1]
+
+
+def _word_runs(text: str, k: int = 6) -> set[str]:
+    words = re.findall(r"[a-z0-9√_]+", text.lower())
+    return {" ".join(words[i:i + k]) for i in range(len(words) - k + 1)}
+
+
+def explains_4c(files: dict[str, str], answer: str) -> list[str]:
+    """Every run of six words of the solutions' answer to 4 (c) that a file repeats."""
+    reasons = _word_runs(answer)
+    return [f"{name}: {run!r}" for name, text in files.items() for run in sorted(_word_runs(text) & reasons)]
+
+
+def _bench_note() -> str:
+    """The note the kit's bucket experiment writes under its plot (a made-up run's numbers)."""
+    fit = bucket_experiment.Fit(5e-5, 1e9, 0.1)
+    return bucket_experiment.gap_note(dict(fit=fit, step_fit=bucket_experiment.Fit(1.2e-4, 6e8, 0.0), ratio=0.4,
+                                           step_ratio=0.9, step_constant=0.05))
+
+
+def test_the_kit_and_its_bench_plot_leave_4c_to_the_student(course_build):
+    answer = _answer_4c((course_build / "solutions.md").read_text())
+    assert len(_word_runs(answer)) > 50
+    files = _material(course_build)
+    assert any(name.endswith("bucket_experiment.py") for name in files)
+    files["bench/buckets.png: the note under the plot"] = _bench_note()
+    assert explains_4c(files, answer) == []
+
+
+def test_the_4c_check_finds_the_old_bench_note(course_build):
+    """The note the kit's plot carried before this check explained the gap."""
+    answer = _answer_4c((course_build / "solutions.md").read_text())
+    old_note = ("Not in the model: c, the cost of copying gradients into and out of buckets and averaging them, "
+                "which grows with s, not n_b (it lifts the curve, it does not move its minimum); and the CPU that "
+                "gloo's copies, sums and loopback sends take from the ranks' compute")
+    assert explains_4c({"bench/buckets.png": old_note}, answer)

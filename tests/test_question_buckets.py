@@ -33,6 +33,12 @@ def test_wrong_bucketed_ddp_scores_as_declared(cfg, sessions, fixture, kit_runs)
     assert_nothing_left(sessions)
 
 
+@pytest.mark.parametrize("fixture", [f for f in DDP_FIXTURES if "4.1" in f.failing], ids=lambda f: f.name)
+def test_wrong_layouts_lose_4_1_as_declared(cfg, fixture):
+    # the same fixtures' runs above follow their own layout and lose nothing for it (4.6)
+    assert_graded_as_declared(cfg, fixture, ("4.1",), within_seconds=60)
+
+
 def test_trace_of_one_step_by_hand(sessions):
     """frozen_mlp, 256-byte cap: reverse order 12 + 48 + 160 = 220 bytes (after
     3 gradients), then 40 (4th), then 240 (5th); the frozen fc2 is never sent."""

@@ -18,7 +18,16 @@ from helpers import assert_graded_as_declared, assert_nothing_left
 pytestmark = pytest.mark.sandbox
 
 RUN_PARTS = ("2.7", "2.8", "2.9", "2.10", "2.11")
-FSDP_FIXTURES = [f for f in fixtures() if f.modules == {"fsdp"}]
+ANALYTIC_PARTS = ("2.1", "2.2", "2.3", "2.4", "2.5", "2.6")
+
+
+def _declared(fixture) -> set[str]:
+    return set(fixture.zero) | set(fixture.failing) | set(fixture.feedback) | set(fixture.mistakes)
+
+
+# the wrong FSDPs are graded on the runs; the wrong formulas (declaring only 2.1-2.6) on plain calls
+FSDP_FIXTURES = [f for f in fixtures() if f.modules == {"fsdp"} and not _declared(f) <= set(ANALYTIC_PARTS)]
+ANALYTIC_FIXTURES = [f for f in fixtures() if f.modules == {"fsdp"} and _declared(f) <= set(ANALYTIC_PARTS)]
 
 
 # ---- the analytic model, numbers derived by hand from docs/spec.md ------------
@@ -118,3 +127,13 @@ def test_reference_and_solutions_pass_every_run_part(cfg, sessions):
 def test_wrong_fsdp_scores_as_declared(cfg, sessions, fixture, kit_runs):
     assert_graded_as_declared(cfg, fixture, RUN_PARTS, within_seconds=60, kit_runs=kit_runs)
     assert_nothing_left(sessions)
+
+
+@pytest.mark.parametrize("fixture", ANALYTIC_FIXTURES, ids=lambda f: f.name)
+def test_wrong_formula_scores_as_declared(cfg, fixture):
+    assert_graded_as_declared(cfg, fixture, ANALYTIC_PARTS, within_seconds=60)
+
+
+def test_every_wrong_formula_is_graded():
+    assert {f.name for f in ANALYTIC_FIXTURES} >= {"fsdp_no_clamp", "fsdp_step_bytes_allreduce"}
+    assert {f.name for f in FSDP_FIXTURES} >= {"fsdp_sums", "fsdp_unpadded", "fsdp_allreduce_slice"}

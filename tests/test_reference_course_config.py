@@ -129,3 +129,11 @@ def test_the_second_course_reads_as_written():
     # activations 80 · 2048 · (8192 + 53248) · 2 = 20,132,659,200 bytes; N > (2·16P + act) / (2·16e9 − act)
     act = 80 * 2048 * (8192 + 53248) * 2
     assert key["1"]["n_fsdp"].value == (2 * 16 * p + act) // (2 * 16 * 10**9 - act) + 1 == 190
+
+
+def test_scaffolding_is_blank_or_guided(tmp_path):
+    assert load_config().scaffolding == "blank"
+    assert _load(tmp_path, '[course]\nscaffolding = "guided"\n').scaffolding == "guided"
+    with pytest.raises(ShardlabError, match=r"^config \[course\]\.scaffolding must be one of 'blank', 'guided', "
+                                            r"got 'full'$"):
+        _load(tmp_path, '[course]\nscaffolding = "full"\n')

@@ -13,20 +13,29 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from shardlab.autograder.kit.comparison import Compare, Comparator
+from shardlab.autograder.kit.comparison import Compare, Comparator, call_text
 from shardlab.autograder.kit.timelines import Drawn
 
 
 @dataclass(frozen=True)
 class Call:
-    """`module.function(*args.values())`; args keeps the signature's names for feedback."""
+    """`module.function(*args.values())`; args keeps the signature's names for feedback.
+
+    group: the case group the call is graded in, (part id, `Case.group`), set
+    by the engine when it batches a grading's calls (`grading._run_probes`);
+    None outside a grading. A call that hangs costs its group only: the
+    sandbox skips the rest of that group and runs every other
+    (`sandbox.process`). It is where the call counts, not what is called: it
+    takes no part in equality and `show` leaves it out."""
 
     module: str
     function: str
     args: dict[str, Any]
+    group: tuple[str, str] | None = field(default=None, compare=False)
 
     def show(self) -> str:
-        return f"{self.function}({', '.join(f'{k}={v!r}' for k, v in self.args.items())})"
+        """The call as feedback names it, in the kit's words (`comparison.call_text`)."""
+        return call_text(self.function, self.args)
 
 
 OTHER_CASES = "other inputs"     # the group of the cases without a note (mostly random inputs)

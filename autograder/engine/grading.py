@@ -22,6 +22,7 @@ normally. Every report also says which walls isolated the student's code
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 from shardlab.autograder.engine.answer_sheet import SHEET_TITLE, grade_answers, sheet_parts
@@ -37,7 +38,7 @@ from shardlab.autograder.kit.timelines.drawing import timeline
 from shardlab.autograder.engine.writeup import read_writeup, written_feedback
 from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.questions import all_parts, check_points_config, part_points, questions
-from shardlab.autograder.sandbox import untrusted
+from shardlab.autograder.sandbox import leftovers, untrusted
 from shardlab.autograder.sandbox.process import Limits, Outcome
 from shardlab.autograder.sandbox.walls import required_walls
 
@@ -65,7 +66,9 @@ def _judge_case(part: Part, case: Case, expected: list, got: list[Outcome]) -> t
         where = _shown(case, call)
         if out.error is not None:
             kind = untrusted.failure_kind(out.error)
-            return where, untrusted.one_line(out.error) if case.public else kind, kind
+            # the probe's own errors name the call ("f(x=1) did not finish ..."): said once
+            said = out.error.removeprefix(f"{call.show()} ") if case.public else out.error
+            return where, untrusted.one_line(said) if case.public else kind, kind
         problem = part.compare.problem(exp, out.value)
         if problem is None:
             continue
@@ -133,7 +136,8 @@ def _run_probes(root: Path, cases: dict[str, list[Case]], limits: Limits,
         for part in parts:
             for k, case in enumerate(cases[part.id]):
                 slices[(part.id, k)] = slice(len(calls), len(calls) + len(case.calls))
-                calls.extend(case.calls)
+                # each call knows its case group: a hang then costs that group only (`Call.group`)
+                calls.extend(replace(call, group=(part.id, case.group)) for call in case.calls)
         batches[probe] = (calls, slices, parts)
     # the probes are separate sandboxes that mostly wait: run them side by side
     with ThreadPoolExecutor(max_workers=len(batches) or 1) as pool:
@@ -282,6 +286,7 @@ def grade_path(path: str | Path, cfg, limits: Limits = Limits(), student_id=None
     at `path`, a file that is no zip, or an upload staging refuses (a link,
     a path outside, too big) raises ShardlabError."""
     mark("grader imported")
+    leftovers.sweep_dead()          # what graders killed before they could clean up left behind
     try:
         with open_submission(path) as root:
             return grade_folder(root, cfg, limits, label=str(path), student_id=student_id)

@@ -19,11 +19,15 @@ from __future__ import annotations
 import importlib
 import math
 import numbers
+import signal
+import threading
+import time
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 RTOL, ATOL = 1e-6, 1e-12
 WRONG = "wrong value"
+CALL_SECONDS = 5.0      # the grader's limit on one call of a student function (`sandbox.process.Limits`)
 
 
 class Comparator(Protocol):
@@ -117,14 +121,76 @@ def public_feedback(problem: str, expected: Any, got_shown: str, note: str = "",
     return what
 
 
+def did_not_finish(seconds: float) -> str:
+    """How the grader and the kit say that a call ran past its limit."""
+    return f"did not finish within {seconds:g} s"
+
+
+class _Overran(BaseException):
+    """The alarm's interruption of a call past its limit. A BaseException, so that
+    the student's own `except Exception` does not swallow it."""
+
+
+def call_within(fn: Callable, args: dict, seconds: float) -> tuple[bool, Any]:
+    """(finished, value): `fn(**args)` and whether it returned within `seconds`,
+    as the grader's deadline judges one call (the module's import is not
+    counted: import it first). What the call raises propagates.
+
+    In the main thread of a system with SIGALRM (Linux, macOS), an alarm
+    interrupts the call at the limit. An alarm already set (pytest-timeout's
+    bound on the whole test) is honoured: when it is due first, it is left to
+    fire; otherwise its handler and remaining time are put back as soon as
+    the call ends or is interrupted, so a call that swallows the
+    interruption and runs on is still stopped by it. Elsewhere (Windows, a
+    thread other than the main one) the call is judged when it returns, and
+    an endless one is left to pytest-timeout."""
+    start = time.monotonic()
+
+    def in_time() -> bool:
+        return time.monotonic() - start <= seconds
+
+    alarm = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    outer_handler = signal.getsignal(signal.SIGALRM) if alarm else None
+    outer_left = signal.getitimer(signal.ITIMER_REAL)[0] if alarm else 0.0
+    if outer_handler is None or 0 < outer_left <= seconds:     # no alarm here, or the outer one is due first
+        value = fn(**args)
+        return in_time(), value
+
+    def restore() -> None:
+        # the timer first: once this call's alarm is replaced, it cannot fire into the outer handler
+        left = max(outer_left - (time.monotonic() - start), 1e-3) if outer_left else 0.0
+        signal.setitimer(signal.ITIMER_REAL, left)
+        signal.signal(signal.SIGALRM, outer_handler)
+
+    def overran(signum, frame):
+        restore()
+        raise _Overran
+
+    signal.signal(signal.SIGALRM, overran)
+    try:
+        try:
+            signal.setitimer(signal.ITIMER_REAL, seconds)
+            value = fn(**args)
+        finally:            # a late alarm lands in the except below
+            if signal.getsignal(signal.SIGALRM) is overran:
+                restore()
+        return in_time(), value
+    except _Overran:
+        return False, None
+
+
 def check(module: str, function: str, args: dict, expected: Any, kind: str, rtol: float = RTOL,
-          atol: float = ATOL, note: str = "", mistakes=()) -> None:
+          atol: float = ATOL, note: str = "", mistakes=(), seconds: float = CALL_SECONDS) -> None:
     """The kit's public check of one case: call `assignments.<module>.<function>(**args)`
     and raise AssertionError, worded like the grader's feedback, unless it
-    returns `expected`. mistakes: (value a known mistake gives, what that
-    mistake is) pairs, named when the returned value equals one."""
+    returns `expected` within `seconds` (the grader's limit on one call; the
+    module's import is not counted, as the grader gives it its own).
+    mistakes: (value a known mistake gives, what that mistake is) pairs,
+    named when the returned value equals one."""
     fn = getattr(importlib.import_module(f"assignments.{module}"), function)
-    got = fn(**args)
+    finished, got = call_within(fn, args, seconds)
+    if not finished:
+        raise AssertionError(f"{call_text(function, args)}: {did_not_finish(seconds)}")
     reason = judge(kind, expected, got, rtol, atol)
     if reason is None:
         return

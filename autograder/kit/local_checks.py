@@ -11,7 +11,11 @@ grader (`gloo.launch`): each would only cost the deadline again.
 
 The kit's tests/conftest.py words its short report with `failure_line` (one
 line per failed public test, calls' checks and runs alike) and marks each
-test with its task's `task_marker` (`pytest -m task_2_1`).
+test with its task's `task_marker` (`pytest -m task_2_1`) and with
+`bound_seconds`, pytest-timeout's bound on it: a backstop above the kit's
+own deadlines (a call's, `comparison.check`; a run's, SCENARIO_SECONDS), so
+that no public test can hang pytest; a test it stops fails with
+`timed_out`, in the grader's words.
 """
 from __future__ import annotations
 
@@ -19,13 +23,18 @@ import json
 import re
 
 from .checks import comparator_named
-from .comparison import call_text, public_feedback, show_value
-from .local import LocalGroup, ScenarioFailed
+from .comparison import call_text, did_not_finish, public_feedback, show_value
+from .local import START_SECONDS, LocalGroup, ScenarioFailed
 from .student_values import describe_exception
 
 SCENARIO_SECONDS = 30.0         # one training run takes well under a second; a laptop may be slow
 COLLECTIVE_SECONDS = 5.0
 FEEDBACK_CHARS = 400            # one line of the kit's short pytest report; `pytest -v` shows a message whole
+# pytest-timeout's bounds (`bound_seconds`): a check may import the student's module first (torch: seconds,
+# more on a cold laptop; the grader allows an import 60 s) before its call's own limit; a run may start its
+# ranks (START_SECONDS) before its scenario's deadline
+CHECK_BOUND_SECONDS = 120.0
+RUN_BOUND_SECONDS = START_SECONDS + SCENARIO_SECONDS + 60.0
 
 
 def run_key(scenario: str, module: str, args: dict) -> str:
@@ -109,6 +118,20 @@ def call_of(entry: dict) -> str:
     if "call" in entry:
         return entry["call"]
     return call_text(entry["check"]["function"], entry["check"]["args"])
+
+
+def bound_seconds(entry: dict) -> float:
+    """pytest-timeout's bound on the public test of `entry` (of public_runs.json or
+    public_cases.json). Only a backstop: the kit's own deadlines stop a hang first
+    (a call's limit, `comparison.check`, where an alarm is available; a run's,
+    SCENARIO_SECONDS)."""
+    return RUN_BOUND_SECONDS if "call" in entry else CHECK_BOUND_SECONDS
+
+
+def timed_out(entry: dict, seconds: float) -> AssertionError:
+    """What a public test stopped by pytest-timeout after `seconds` failed with, for
+    `failure_line`: its call and the grader's words for a call past its limit."""
+    return AssertionError(f"{call_of(entry)}: {did_not_finish(seconds)}")
 
 
 def failure_line(entry: dict, exc: BaseException) -> str:

@@ -11,8 +11,56 @@ Python code), `last[r]` the last one it entered.
 """
 from __future__ import annotations
 
+import re
+
 # what gloo and torch's monitored barrier say when a collective times out
 TIMEOUT_MARKS = ("Timed out", "timed out", "monitoredBarrier")
+
+# the grader's point-to-point ops end a timed-out send or recv with this (`sandbox.gloo.ranks.p2p`);
+# where the ranks' blocked sends explain the hang, the cause is named instead (`send_cycle`)
+PAIRING_ADVICE = ("Sends and recvs must pair up in the same order on both ranks; with gloo a send waits for "
+                  "its recv, so two ranks that both send (or both receive) first wait for each other")
+
+# where a rank is blocked, as the tracer labels it (`tracing`): a blocking send, or the wait of an
+# isend ("waiting for isend to rank 1 #2 (96 bytes, step 1)"); a failed rank's error ends with it
+_SEND_LABEL = r"(?:waiting for )?i?send to rank (\d+) #\d+"
+_BLOCKED_IN = re.compile(r"^" + _SEND_LABEL)
+_FAILED_IN = re.compile(r"\[in " + _SEND_LABEL + r"[^\[\]]*\]$")
+
+
+def _sending_to(r: int, failed: dict, where: list) -> int | None:
+    """The rank that rank r is blocked sending to, or None (not blocked in a send)."""
+    entry = failed.get(r)
+    if entry is not None and entry[0] == "error" and isinstance(entry[1], dict):
+        found = _FAILED_IN.search(str(entry[1].get("error", "")).strip())
+        if found:
+            return int(found.group(1))
+    found = _BLOCKED_IN.match(where[r] or "") if r < len(where) else None
+    return int(found.group(1)) if found else None
+
+
+def send_cycle(world_size: int, failed: dict, where: list) -> list[int] | None:
+    """Ranks each blocked in a send to the next, the last to the first (a deadlock of sends:
+    none of them posts the recv another waits for), or None."""
+    peer = {r: _sending_to(r, failed, where) for r in range(world_size)}
+    for start in range(world_size):
+        path: list[int] = []
+        r: int | None = start
+        while r is not None and 0 <= r < world_size and r not in path:
+            path.append(r)
+            r = peer[r]
+        if r is not None and r in path and len(path) - path.index(r) >= 2:
+            return path[path.index(r):]
+    return None
+
+
+def deadlock_of_sends(cycle: list[int]) -> str:
+    """Why ranks each blocked in a send hang, and the two ways out."""
+    ranks = ", ".join(map(str, cycle[:-1])) + f" and {cycle[-1]}"
+    other = "the other's" if len(cycle) == 2 else "the next one's"
+    return (f"deadlock: ranks {ranks} each wait in a blocking send for {other} recv (a gloo send returns "
+            f"only once its recv is posted). Use isend/irecv (or dist.batch_isend_irecv), or order the "
+            f"sends so that one stage receives before it sends")
 
 
 def unfinished(world_size: int, got: dict, where: list, seconds: float) -> str:
@@ -20,7 +68,9 @@ def unfinished(world_size: int, got: dict, where: list, seconds: float) -> str:
     stuck = "; ".join(f"rank {r} " + (f"was stuck in {where[r]}" if where[r]
                                       else "was running Python code, in no collective")
                       for r in range(world_size) if r not in got)
-    return f"did not finish within {seconds:g} s: {stuck}"
+    cycle = send_cycle(world_size, {}, [None if r in got else where[r] for r in range(world_size)])
+    why = f" ({deadlock_of_sends(cycle)})" if cycle else ""
+    return f"did not finish within {seconds:g} s: {stuck}{why}"
 
 
 def failure(world_size: int, failed: dict, where: list, last: list) -> tuple[str, str]:
@@ -37,6 +87,10 @@ def failure(world_size: int, failed: dict, where: list, last: list) -> tuple[str
     first = min(failed)
     text = failed[first][1]["error"]
     if any(mark in text for mark in TIMEOUT_MARKS):
+        cycle = send_cycle(world_size, failed, where)
+        if cycle:
+            detail = " ".join(text.replace(PAIRING_ADVICE, "").split())
+            return "hung", f"rank {first} hung: {deadlock_of_sends(cycle)}. Rank {first}: {detail}"
         return "hung", f"rank {first} hung: {text}"
     clean = len(failed) == world_size and all(v[1]["collectives"] == 0 for v in failed.values())
     return ("clean-error" if clean else "error"), f"rank {first}: {text}"

@@ -45,7 +45,8 @@ requires-python = ">=3.11"
 # torch pinned to the grader's release; install the CPU build as README.md says (an unpinned
 # torch on Linux pulls a multi-GB CUDA build)
 # numpy: torch warns without it; matplotlib: the timelines and the bucket experiment's plot
-dependencies = ["torch=={torch}", "numpy", "matplotlib", "pytest>=8"]
+# pytest-timeout: no test can hang pytest (tests/conftest.py bounds each public test)
+dependencies = ["torch=={torch}", "numpy", "matplotlib", "pytest>=8", "pytest-timeout>=2.3"]
 
 [project.optional-dependencies]
 # `pip install -e '.[notebook]'`: Jupyter, to run handout.ipynb (`jupyter notebook handout.ipynb`, or headless:
@@ -61,6 +62,8 @@ testpaths = ["tests"]
 # tests/conftest.py: plain `pytest` prints one line per failing task (`pytest -v`: every case, with its traceback),
 # and each test carries its task's marker (`pytest -m task_1_3`: that task alone)
 addopts = "-ra"
+# pytest-timeout: no test runs longer; tests/conftest.py gives each public test a tighter bound
+timeout = 300
 """
 
 # above the blank answers.toml of a course with a secret: each student's own sheet (their student_id, their
@@ -110,9 +113,15 @@ CONFTEST = '''"""The kit's pytest set-up.
 - The report: plain `pytest` (or `pytest -q`) prints one line per failing
   task, the grader's feedback on its first failing case, and no traceback;
   `pytest -v`, or any `--tb=...`, shows every case with its traceback.
+- No test hangs: a call past the grader's limit on one call fails its
+  check, in the grader's words ("did not finish within ... s"); a run fails
+  at its scenario's deadline; and pytest-timeout bounds each public test
+  above those (`bound_seconds`), also where no alarm can stop a call
+  (Windows, where pytest-timeout then ends pytest with every stack).
 """
 import json
 import os
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -123,7 +132,7 @@ import pytest
 sys.dont_write_bytecode = True
 os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
 
-from shardlab_local.local_checks import Ranks, failure_line, task_marker  # noqa: E402
+from shardlab_local.local_checks import Ranks, bound_seconds, failure_line, task_marker, timed_out  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 BRIEF = pytest.StashKey[bool]()
@@ -159,10 +168,21 @@ def pytest_configure(config):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
+    # pytest-timeout (a dependency of the kit) bounds each public test, unless `--timeout` was given
+    bounded = config.pluginmanager.hasplugin("timeout") and config.getoption("timeout", None) is None
     for item in items:
         entry = _entry(item)
         if entry is not None:
             item.add_marker(task_marker(entry["part"]))
+            if bounded and item.get_closest_marker("timeout") is None:
+                item.add_marker(pytest.mark.timeout(bound_seconds(entry)))
+
+
+def _stopped_after(excinfo):
+    """The seconds after which pytest-timeout stopped the test ("Timeout (>120.0s) from pytest-timeout."),
+    or None when it did not."""
+    found = re.match(r"Timeout \\(?>([0-9.]+)s", str(excinfo.value))
+    return float(found.group(1)) if found and excinfo.errisinstance(pytest.fail.Exception) else None
 
 
 @pytest.hookimpl(wrapper=True)
@@ -172,7 +192,9 @@ def pytest_runtest_makereport(item, call):
     if entry is not None and report.when == "call":
         report.user_properties.append(("task", entry["part"]))
         if report.failed and call.excinfo is not None:
-            report.user_properties.append(("feedback", failure_line(entry, call.excinfo.value)))
+            stopped = _stopped_after(call.excinfo)
+            exc = call.excinfo.value if stopped is None else timed_out(entry, stopped)
+            report.user_properties.append(("feedback", failure_line(entry, exc)))
     return report
 
 
@@ -243,7 +265,8 @@ def kit_files(cfg, handout_md: str) -> dict[str, str | bytes]:
     checks = public_checks(cfg)
     runs = public_runs(cfg)
     modules = {f"{q.module}.py" for q in questions(cfg)}
-    files: dict[str, str | bytes] = {f"assignments/{name}": text for name, text in generated_stubs().items()
+    stubs = generated_stubs(cfg.scaffolding)           # [course] scaffolding: blank or guided
+    files: dict[str, str | bytes] = {f"assignments/{name}": text for name, text in stubs.items()
                                      if name in modules or name == "__init__.py"}
     files.update(harness_files())           # tests/shardlab_local/ (the kit package) and its launchers
     files["tests/conftest.py"] = CONFTEST

@@ -6,9 +6,12 @@ forked from the zygote that has imported torch: `sandbox.zygote`)
 in its own session and cgroup, sends it the calls, and watches a private
 result pipe with absolute deadlines. The worker walls itself in
 (`jail.confine`: namespaces, a private allow-listed root, no privileges)
-before it imports any student code. A call that hangs or kills the process
-fails alone: the worker is killed (and with it its namespaces) and a fresh
-one carries on with the remaining calls. Output is drained and capped.
+before it imports any student code. A call that kills the process fails
+alone: the worker is killed (and with it its namespaces) and a fresh one
+carries on with the remaining calls. A call that hangs costs its case group
+(`Call.group`) only: the rest of that group is not run (each call would
+only cost the deadline again), every other group's calls are. Output is
+drained and capped.
 """
 from __future__ import annotations
 
@@ -18,23 +21,24 @@ import selectors
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from shardlab.autograder.sandbox import jail, zygote
+from shardlab.autograder.sandbox.leftovers import private_folder
 from shardlab.autograder.sandbox.zygote import worker_env
 from shardlab.autograder.core.parts import Call
 from shardlab.autograder.core.phases import phase
+from shardlab.autograder.kit.comparison import CALL_SECONDS, did_not_finish
 
 OUTPUT_CAP_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
 class Limits:
-    call_seconds: float = 5.0       # one student function call (they take microseconds)
+    call_seconds: float = CALL_SECONDS  # one student function call (they take microseconds); the kit's too
     import_seconds: float = 60.0    # importing a student module (may import torch)
     memory_bytes: int = 4 * 2**30   # address-space limit of each process that runs student code
     sandbox_memory_bytes: int = 3 * 2**30   # memory of a whole sandbox (its cgroup), every process in it
@@ -90,7 +94,7 @@ class Sandbox:
 
     def __init__(self, root: str, memory_bytes: int, pids: int = 512):
         self.walls = jail.walls()
-        self.private = tempfile.mkdtemp(prefix="shardlab-stage-")          # 0700
+        self.private = private_folder("stage")          # 0700, named for this grader (`leftovers`)
         self.root = str(jail.stage(root, Path(self.private) / "staged"))
         self.cgroup = jail.Cgroup.create(memory_bytes, pids)
 
@@ -258,8 +262,10 @@ def _watch(proc, read_fd, calls, pending, outcomes, limits) -> None:
 
 def _blame(calls, pending, outcomes, current, importing, why, limits) -> None:
     """Fail the call (or module import) that was running, and its siblings that
-    would only repeat it: the rest of that function's calls after a hang, the
-    whole module after a failed import."""
+    would only repeat it: after a hang, the rest of its case group's calls
+    (`Call.group`; a call without a group is a group of its own), so that a
+    slow edge case costs its group's share and every other group is still
+    run; after a failed import, the whole module."""
     if importing is not None:
         msg = f"importing assignments/{importing}.py {why}"
         for i in pending:
@@ -269,10 +275,11 @@ def _blame(calls, pending, outcomes, current, importing, why, limits) -> None:
     if current is None:  # died between calls: blame the next one
         current = next(k for k, i in enumerate(pending) if outcomes[i] is None)
     culprit = calls[pending[current]]
-    if why == "timed out":
-        why = f"did not finish within {limits.call_seconds:g} s"
+    hung = why == "timed out"
+    if hung:
+        why = did_not_finish(limits.call_seconds)
     outcomes[pending[current]] = Outcome(error=f"{culprit.show()} {why}")
-    if why.startswith("did not finish"):
+    if hung and culprit.group is not None:
         for i in pending:
-            if outcomes[i] is None and (calls[i].module, calls[i].function) == (culprit.module, culprit.function):
-                outcomes[i] = Outcome(error=f"not run: an earlier call of {culprit.function} did not finish")
+            if outcomes[i] is None and calls[i].group == culprit.group:
+                outcomes[i] = Outcome(error="not run: an earlier call in the same case group did not finish")

@@ -7,12 +7,19 @@ other ranks' weights and rows. Returns, per rank: the final state
 (parameters and buffers by name; claimed by the student's process) and, per
 step, the all-reduces the trusted process performed [bytes, gradients the
 student's process had reported before it, async] and the number of
-gradients reported.
+gradients reported; the broadcasts of the whole run and the collectives
+performed while BucketedDDP was constructed (none of either: the ranks kept
+their different initial weights); and the sorted byte sizes of the buckets
+of the student's own assign_buckets for the run's model and cap, the layout
+their BucketedDDP is asked to use (None when it gave no layout of the
+model's trainable parameters).
 """
 from __future__ import annotations
 
 from . import Scenario, claimed, rank_share, register, starting_model
-from ..toy_models import make_optimizer, state_lists, train
+from ..toy_models import build_model, make_optimizer, state_lists, train, trainable_bytes
+
+MiB = 2**20          # bucket_size_mb is in MB of 2**20 bytes, as PyTorch DDP's bucket_cap_mb
 
 
 def _report_gradients(module, ctx) -> None:
@@ -20,6 +27,29 @@ def _report_gradients(module, ctx) -> None:
     ready. Registered before the student's hooks: for the same parameter it fires first."""
     for i, p in enumerate(q for q in module.parameters() if q.requires_grad):
         p.register_post_accumulate_grad_hook(lambda _p, i=i: ctx.mark("grad", param=i))
+
+
+def _plain_layout(layout) -> list[list[int]] | None:
+    """The student's layout as plain lists of ints (student side: what the channel can carry), or None."""
+    if not isinstance(layout, (list, tuple)) or len(layout) > 10_000:
+        return None
+    out = []
+    for bucket in layout:
+        if not isinstance(bucket, (list, tuple)) or not all(isinstance(i, int) for i in bucket):
+            return None
+        out.append([int(i) for i in bucket])
+    return out
+
+
+def layout_bytes(layout, param_bytes: list[int]) -> list[int] | None:
+    """Sorted bytes of the buckets of `layout` (untrusted) when it places every trainable
+    parameter (indices into `param_bytes`) in exactly one non-empty bucket, else None."""
+    if not isinstance(layout, list) or not all(isinstance(b, list) and b for b in layout):
+        return None
+    placed = [i for bucket in layout for i in bucket]
+    if sorted(placed) != list(range(len(param_bytes))) or not all(type(i) is int for i in placed):
+        return None
+    return sorted(sum(param_bytes[i] for i in bucket) for bucket in layout)
 
 
 @register
@@ -40,9 +70,16 @@ class DdpTrain(Scenario):
         train(ddp, opt, tensors["inputs"], tensors["targets"], steps,
               after_backward=ddp.finish_gradient_synchronization,
               on_step=lambda k: ctx.phase(f"step {k + 1}"))
-        return {"state": state_lists(module)}
+        # the layout the student's BucketedDDP is asked to use (`assign_buckets` of its trainable
+        # parameters' bytes and the cap), after the run: 4.6 counts the student's own buckets
+        ctx.phase("layout")
+        try:
+            layout = _plain_layout(ctx.student().assign_buckets(trainable_bytes(module), bucket_size_mb * MiB))
+        except Exception:  # noqa: BLE001 - a broken assign_buckets is task 4.1's to report
+            layout = None
+        return {"state": state_lists(module), "layout": layout}
 
-    def report(self, rank, result, steps: int, **args):
+    def report(self, rank, result, model: str, steps: int, **args):
         tracer = rank.tracer
         per_step = []
         for k in range(1, steps + 1):
@@ -53,4 +90,7 @@ class DdpTrain(Scenario):
                 "other": sorted({e["op"] for e in tracer.collectives(phase)} - {"all_reduce"}),
                 "grads": sum(1 for e in tracer.events if e["kind"] == "grad" and e["phase"] == phase),
             })
-        return {"state": claimed(result, "state"), "steps": per_step}
+        return {"state": claimed(result, "state"), "steps": per_step,
+                "broadcasts": len(tracer.collectives(None, "broadcast")),
+                "construction_collectives": len(tracer.collectives("construction")),
+                "layout_bytes": layout_bytes(claimed(result, "layout"), trainable_bytes(build_model(model, 0)))}

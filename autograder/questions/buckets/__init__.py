@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from shardlab.autograder.kit.checks import TRAINS_LIKE_ONE_PROCESS
-from shardlab.autograder.kit.checks.buckets import DDP_BUCKET_BYTES, DDP_OVERLAP
+from shardlab.autograder.kit.checks.buckets import DDP_BUCKET_BYTES, DDP_OVERLAP, DDP_TRAINS_LIKE_ONE_PROCESS
 from shardlab.autograder.sandbox.gloo.seeds import data_seed
 from shardlab.autograder.core.parts import (REAL, Call, Case, Compare, Misconception, Part, function_part,
                                            written_part)
@@ -63,8 +62,10 @@ def _overhead_args(cfg, rng):
     b = cfg.buckets
     yield dict(model_bytes=b.model_bytes, bandwidth=b.bandwidth, call_overhead=b.call_overhead,
                num_buckets=1), False, "the course numbers, one bucket"
+    # hidden: with one number changed the handout's own model gives (a)'s answer back by one substitution
     yield dict(model_bytes=b.model_bytes, bandwidth=b.bandwidth, call_overhead=b.call_overhead,
-               num_buckets=25), True, "the course numbers, 25 buckets"
+               num_buckets=25), False, "the course numbers, 25 buckets"
+    yield dict(model_bytes=10**8, bandwidth=10**9, call_overhead=10**-4, num_buckets=25), True, ""
     for args in _model_args(rng, 6):
         yield dict(args, num_buckets=rng.randint(1, 500)), False, ""
 
@@ -80,6 +81,22 @@ def _optimum_args(cfg, rng):
 
 FORWARD_MSG = ("matches filling buckets in forward order: DDP fills them from the last parameter, "
                "the order in which backward produces gradients")
+AT_CAP_MSG = ("matches closing a bucket when a parameter would fill it exactly to the cap: "
+              "a bucket may hold exactly bucket_bytes; only a parameter that would exceed the cap starts "
+              "a new one")
+
+
+def _closed_at_cap(param_bytes, bucket_bytes):
+    # the reference's rule with the cap exclusive: a bucket that would reach the cap exactly is closed
+    buckets: list[list[int]] = []
+    filled = 0
+    for i in reversed(range(len(param_bytes))):
+        if not buckets or filled + param_bytes[i] >= bucket_bytes:
+            buckets.append([])
+            filled = 0
+        buckets[-1].append(i)
+        filled += param_bytes[i]
+    return buckets
 
 # ---- 4.5-4.7: real runs of BucketedDDP on gloo ----------------------------------
 
@@ -145,7 +162,8 @@ def _args(case) -> tuple[str, float]:
 
 PARTS = (
     function_part("4.1", M, "assign_buckets", ref.assign_buckets, 2, _layout_args, Compare("exact"),
-                  misconceptions=(("forward fill", FORWARD_MSG, _forward_fill),),
+                  misconceptions=(("forward fill", FORWARD_MSG, _forward_fill),
+                                  ("closed at the cap", AT_CAP_MSG, _closed_at_cap)),
                   description="bucket layout, filled in reverse parameter order"),
     function_part("4.2", M, "ddp_overhead_seconds", ref.ddp_overhead_seconds, 1, _overhead_args, REAL,
                   misconceptions=(("all transfers exposed", "matches exposing every bucket's transfer: "
@@ -160,7 +178,7 @@ PARTS = (
                   misconceptions=(("MB for bytes", "matches the optimum in MB: the answer is in bytes",
                                    lambda s, w, o: ref.optimal_bucket_bytes(s, w, o) / MiB),),
                   description="bucket size in bytes at the optimum"),
-    _ddp_part("4.5", "BucketedDDP trains like one process", 4, TRAINS_LIKE_ONE_PROCESS, _final_state,
+    _ddp_part("4.5", "BucketedDDP trains like one process", 4, DDP_TRAINS_LIKE_ONE_PROCESS, _final_state,
               "2 and 3 gloo ranks from different initial weights, SGD and AdamW, 3 steps: final "
               "weights equal single-process full-batch training (FP32, tolerance 1e-5 + 1e-4·|w|)",
               misconceptions=(Misconception("sum", "matches summing the gradients instead of averaging: "
@@ -169,8 +187,8 @@ PARTS = (
               function="BucketedDDP"),
     _ddp_part("4.6", "one all-reduce per bucket", 2, DDP_BUCKET_BYTES,
               lambda case: [_bucket_bytes(*_args(case))],
-              "the traced all-reduces of every step: one per bucket of assign_buckets, each of the "
-              "bucket's byte size",
+              "the traced all-reduces of every step: one per bucket of assign_buckets (yours or the "
+              "reference's: a wrong layout costs 4.1), each of the bucket's byte size",
               misconceptions=(Misconception("forward fill", FORWARD_MSG,
                                             lambda case: [_bucket_bytes(*_args(case), fill=_forward_fill)]),)),
     _ddp_part("4.7", "all-reduce overlaps backward", 2, DDP_OVERLAP, lambda case: [True],

@@ -35,8 +35,9 @@ EXAMPLE = dict(d_model=8192, d_ff=32768, x=4, y=16, m_x=1, m_y=1)
 
 def _flops_args(cfg, rng):
     m = cfg.model
+    # the course model's FLOPs give the handout's forward times (a unit's is this over 2L): hidden
     yield (dict(tokens=cfg.tokens_per_device, d_model=m.d_model, d_ff=m.d_ff, num_blocks=m.num_blocks),
-           True, "the course model")
+           False, "the course model")
     yield dict(tokens=5, d_model=8, d_ff=24, num_blocks=3), True, "a tiny model"
     yield dict(tokens=0, d_model=m.d_model, d_ff=m.d_ff, num_blocks=m.num_blocks), False, "edge case: no tokens"
     for d, f, layers in model_shapes(rng, 5):
@@ -70,7 +71,8 @@ def _tp_args(cfg, rng):
     m, mesh, _, w = _course(cfg)
     yield dict(tokens=16 * 4096, d_model=m.d_model, x=mesh.x, w_ici=w, m_y=mesh.m_y), False, "the course mesh"
     yield dict(tokens=16 * 4096, d_model=EXAMPLE["d_model"], x=EXAMPLE["x"], w_ici=w, m_y=1), True, ""
-    yield dict(tokens=16 * 4096, d_model=m.d_model, x=mesh.x, w_ici=w, m_y=2), True, "Y collectives over 2 mesh axes"
+    yield (dict(tokens=16 * 4096, d_model=EXAMPLE["d_model"], x=EXAMPLE["x"], w_ici=w, m_y=2), True,
+           "Y collectives over 2 mesh axes")
     for d, _, _ in model_shapes(rng, 5):
         mesh_args, _, w = _mesh(rng)
         yield (dict(tokens=rng.randint(1, 2**22), d_model=d, x=mesh_args["x"], w_ici=w,
@@ -87,9 +89,15 @@ def _min_batch_args(cfg, rng):
                    flops_per_second=c, w_ici=w, m_x=EXAMPLE["m_x"], m_y=EXAMPLE["m_y"])   # signature order
     yield example, True, ""
     yield {**example, "overlap": False}, True, ""
+    # a second example that is compute bound in both conventions (F·W·M_Y = 1.5e15 > Y·C = 3.9e14), on
+    # another chip: without it every public answer is None and B/N or B/X would pass the kit
+    bound = dict(d_model=4096, d_ff=16384, x=8, y=2, flops_per_second=1.97e14, w_ici=9e10, m_x=2, m_y=1)
+    yield bound, True, ""
+    yield {**bound, "overlap": False}, True, ""
     # Y large enough that Y·C > F·W·M_Y: TP comms grow with B as fast as the math
     y_never = 2 * int(m.d_ff * w * mesh.m_y / c) + 2
-    yield {**course, "y": y_never}, True, f"edge case: Y = {y_never}, the TP comms never hide"
+    # the course mesh but Y: hidden (the public example above never hides its TP comms either)
+    yield {**course, "y": y_never}, False, f"edge case: Y = {y_never}, the TP comms never hide"
     yield {**course, "m_y": 2, "overlap": False}, False, "Y collectives over 2 mesh axes"
     # F·W·M_Y = Y·C exactly (1024 · 1e11 = 4 · 2.56e13): overlapped just hides, summed never
     tie = dict(d_model=128, d_ff=1024, x=8, y=4, flops_per_second=2.56e13, w_ici=1e11, m_x=1, m_y=1)

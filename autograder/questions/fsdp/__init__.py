@@ -41,14 +41,21 @@ def _course(cfg):
 
 
 EXAMPLE_UNIT = 4096 * 16384     # a public example layer: the course's layer gives the handout's answers
+# public example networks (alpha, beta, p) and device C: a public case on the course's networks with only
+# the layer changed is the handout's question scaled by one ratio, so the public cases use none of them
+EXAMPLE_NETWORKS = ((1e-5, 2e11, 16), (5e-5, 2.5e10, 256))
+EXAMPLE_TOKENS, EXAMPLE_FLOPS = 2048, 3.12e14
 
 
 def _allgather_args(cfg, rng):
     f, unit, _ = _course(cfg)
     for net, p in ((f.intra, f.intra_devices), (f.inter, f.inter_devices)):
         yield dict(unit_bytes=2 * unit, p=p, alpha=net.alpha, beta=net.beta), False, f"one layer, {net.name}"
-        yield dict(unit_bytes=2 * EXAMPLE_UNIT, p=p, alpha=net.alpha, beta=net.beta), True, ""
+    for alpha, beta, p in EXAMPLE_NETWORKS:
+        yield dict(unit_bytes=2 * EXAMPLE_UNIT, p=p, alpha=alpha, beta=beta), True, ""
     yield dict(unit_bytes=2 * unit, p=1, alpha=f.inter.alpha, beta=f.inter.beta), False, "edge case: p = 1"
+    alpha, beta, _ = EXAMPLE_NETWORKS[0]
+    yield dict(unit_bytes=2 * EXAMPLE_UNIT, p=1, alpha=alpha, beta=beta), True, "edge case: p = 1"
     for a in _network_args(cfg, rng, 5):
         yield dict(unit_bytes=2 * a["unit"], p=rng.choice([2, 3, 8, 48, 1024]), alpha=a["alpha"],
                    beta=a["beta"]), False, ""
@@ -57,7 +64,7 @@ def _allgather_args(cfg, rng):
 def _forward_args(cfg, rng):
     f, unit, c = _course(cfg)
     yield dict(tokens=f.tokens_per_device, unit_params=unit, flops_per_second=c), False, "one layer"
-    yield dict(tokens=f.tokens_per_device, unit_params=EXAMPLE_UNIT, flops_per_second=c), True, ""
+    yield dict(tokens=EXAMPLE_TOKENS, unit_params=EXAMPLE_UNIT, flops_per_second=EXAMPLE_FLOPS), True, ""
     yield dict(tokens=0, unit_params=unit, flops_per_second=c), False, "edge case: no tokens"
     for a in _network_args(cfg, rng, 4):
         yield dict(tokens=rng.randint(1, 2**20), unit_params=a["unit"], flops_per_second=a["flops"]), False, ""
@@ -68,8 +75,9 @@ def _bound_args(cfg, rng):
     for net, p in ((f.intra, f.intra_devices), (f.inter, f.inter_devices)):
         yield (dict(tokens=f.tokens_per_device, unit_params=unit, p=p, alpha=net.alpha, beta=net.beta,
                     flops_per_second=c, bytes_per_param=2), False, f"one layer, {net.name}")
-        yield (dict(tokens=f.tokens_per_device, unit_params=EXAMPLE_UNIT, p=p, alpha=net.alpha, beta=net.beta,
-                    flops_per_second=c, bytes_per_param=2), True, "")
+    for alpha, beta, p in EXAMPLE_NETWORKS:      # hidden behind the forward, then communication bound
+        yield (dict(tokens=EXAMPLE_TOKENS, unit_params=EXAMPLE_UNIT, p=p, alpha=alpha, beta=beta,
+                    flops_per_second=EXAMPLE_FLOPS, bytes_per_param=2), True, "")
     for a in _network_args(cfg, rng, 8):
         yield (dict(tokens=rng.randint(1, 2**16), unit_params=a["unit"], p=rng.choice([2, 8, 64, 512]),
                     alpha=a["alpha"], beta=a["beta"], flops_per_second=a["flops"],
@@ -85,6 +93,11 @@ def _max_devices_args(cfg, rng):
                 flops_per_second=c, bytes_per_param=2), False, "one layer, inter-node, 4x the tokens")
     yield (dict(tokens=4 * f.tokens_per_device, unit_params=EXAMPLE_UNIT, alpha=net.alpha, beta=net.beta,
                 flops_per_second=c, bytes_per_param=2), True, "")
+    # rhs / alpha = 42: p = 2**42, a count no search over p reaches in time (the docstring's closed form)
+    yield (dict(tokens=EXAMPLE_TOKENS, unit_params=EXAMPLE_UNIT, alpha=5e-6, beta=2e11,
+                flops_per_second=EXAMPLE_FLOPS, bytes_per_param=2), True, "")
+    yield (dict(tokens=4 * EXAMPLE_TOKENS, unit_params=EXAMPLE_UNIT, alpha=1e-7, beta=2e11,
+                flops_per_second=EXAMPLE_FLOPS, bytes_per_param=2), True, "edge case: past float range")
     yield (dict(tokens=f.tokens_per_device, unit_params=unit, alpha=f.intra.alpha, beta=f.intra.beta,
                 flops_per_second=c, bytes_per_param=2), False, "edge case: past float range")
     # rhs = (2*10/1e6 - 2/1e6) * 1000 = 0.018; alpha = 0.002 -> p = 2**9 = 512
@@ -100,7 +113,8 @@ def _min_tokens_args(cfg, rng):
     for net, p in ((f.intra, f.intra_devices), (f.inter, f.inter_devices)):
         yield (dict(unit_params=unit, p=p, alpha=net.alpha, beta=net.beta, flops_per_second=c,
                     bytes_per_param=2), False, f"one layer, {net.name}")
-        yield (dict(unit_params=EXAMPLE_UNIT, p=p, alpha=net.alpha, beta=net.beta, flops_per_second=c,
+    for alpha, beta, p in EXAMPLE_NETWORKS:
+        yield (dict(unit_params=EXAMPLE_UNIT, p=p, alpha=alpha, beta=beta, flops_per_second=EXAMPLE_FLOPS,
                     bytes_per_param=2), True, "")
     for a in _network_args(cfg, rng, 5):
         yield (dict(unit_params=a["unit"], p=rng.choice([2, 8, 64, 4096]), alpha=a["alpha"], beta=a["beta"],
@@ -132,6 +146,26 @@ def _ln_max_devices(tokens, unit, alpha, beta, c, b=2):
     return 1.0 if rhs <= 0 else (math.inf if rhs / alpha > 709 else math.exp(rhs / alpha))
 
 
+NO_CLAMP_MSG = ("matches the solved formula without its floor at one device: when even at p = 1 the "
+                "bandwidth term alone takes at least as long as the forward, the formula's p below 1 "
+                "is no device count (the docstring says what to return)")
+ALL_REDUCE_MSG = ("matches an all-reduce of the gradients, which brings every rank all of them: under full "
+                  "sharding a rank keeps only its shard's gradients")
+
+
+def _unclamped_max_devices(tokens, unit, alpha, beta, c, b=2):
+    # 2 ** (rhs / alpha) for any rhs, below 1 when the bandwidth term alone binds
+    rhs = (2 * tokens / c - b / beta) * unit
+    if alpha == 0 or rhs / alpha >= 1024:
+        return math.inf
+    return 2.0 ** (rhs / alpha)
+
+
+def _all_reduce_step_bytes(n, p, b=2):
+    # two all-gathers, (p-1)/p each, and an all-reduce of the gradients, 2 (p-1)/p
+    return (1 + 1 + 2) * (p - 1) / p * n * b
+
+
 ANALYTIC = (
     function_part("2.1", M, "allgather_seconds", ref.allgather_seconds, 1, _allgather_args, REAL,
                   misconceptions=(("natural log", LN_MSG, _ln_allgather),),
@@ -147,7 +181,8 @@ ANALYTIC = (
                   _max_devices_args, REAL,
                   misconceptions=(("natural log", "matches solving with the natural log: the latency "
                                    "term is alpha * log2(p), base 2",
-                                   _ln_max_devices),),
+                                   _ln_max_devices),
+                                  ("no clamp to 1", NO_CLAMP_MSG, _unclamped_max_devices)),
                   description="largest device count before communication binds"),
     function_part("2.5", M, "min_tokens_to_hide_allgather", ref.min_tokens_to_hide_allgather, 1,
                   _min_tokens_args, REAL,
@@ -157,7 +192,8 @@ ANALYTIC = (
     function_part("2.6", M, "step_comm_bytes", ref.step_comm_bytes, 1, _step_bytes_args, REAL,
                   misconceptions=(("two collectives", "matches two collectives per step: FSDP all-gathers "
                                    "the weights again before backward",
-                                   lambda n, p, b=2: 2 * (p - 1) / p * n * b),),
+                                   lambda n, p, b=2: 2 * (p - 1) / p * n * b),
+                                  ("all-reduce of gradients", ALL_REDUCE_MSG, _all_reduce_step_bytes)),
                   description="bytes each rank receives per training step"),
 )
 
@@ -242,8 +278,9 @@ RUN_PARTS = (
               "between steps each rank keeps at most ceil(P/p) parameter elements per unit "
               "(measured from the tensors reachable from the FSDP object)"),
     _run_part("2.9", "collectives and volume", 3, FSDP_COLLECTIVES, _expected_collectives,
-              "per step and unit: one all-gather in forward, one in backward, one reduce-scatter, each "
-              "of the padded flat size; total volume = Σ step_comm_bytes"),
+              # which collectives a step needs is Task 2.6's to derive: the handout's table does not say
+              "per step and unit: only the collectives full sharding needs, each of the padded flat "
+              "size; total volume = Σ step_comm_bytes"),
     _run_part("2.10", "agrees with fully_shard", 2, TRAINS_LIKE_ONE_PROCESS, _fully_shard,
               "final weights equal PyTorch's own FSDP2 (fully_shard) on the same model and data",
               runs=(RUNS[1], RUNS[2])),

@@ -86,6 +86,9 @@ def _min_fsdp_args(cfg, rng):
     yield (dict(state_bytes=10**12, activation_bytes=200 * 10**9, device_bytes=80 * 10**9), True,
            "edge case: no FSDP degree fits")
     yield dict(state_bytes=state, activation_bytes=2 * cap - 2, device_bytes=cap), False, "edge case: barely fits"
+    # an example of the same shape: N = 10**15 + 8 * 10**10, a degree no search over N reaches in time
+    yield (dict(state_bytes=10**15, activation_bytes=160 * 10**9 - 2, device_bytes=80 * 10**9), True,
+           "edge case: barely fits")
     # exact tie: (100 + 20)/n + 20 < 80 needs n > 2, so n = 3 (n = 2 gives exactly 80)
     yield dict(state_bytes=100, activation_bytes=40, device_bytes=80), False, "edge case: equality is not enough"
     yield dict(state_bytes=10, activation_bytes=0, device_bytes=80), False, "edge case: fits on one device"
@@ -119,6 +122,23 @@ FLOOR_MSG = ("matches rounding down: a part of a device's worth of bytes still n
              "so round up (ceil)")
 ALL_SHARDED_MSG = ("matches sharding all activations: only every second layer's activations are "
                    "sharded; the other half stays replicated on every device")
+OUTPUT_TWICE_MSG = ("matches counting each block's output as well as its inputs: a block's output is "
+                    "the next block's input, saved once, and the last block's output is not saved")
+REVERSED_ZERO_MSG = ("matches ZeRO's stages in the reverse order, the weights sharded first: stage 1 shards "
+                     "the optimizer state, stage 2 adds the gradients, stage 3 the weights")
+
+
+def _output_counted_twice(d_model, d_ff, num_blocks, tokens):
+    # each block's output (tokens x d_model) counted again beside the next block's input
+    return num_blocks * tokens * (2 * d_model + d_ff) * 2
+
+
+def _zero_reversed(num_params, stage, n_dp):
+    # stage s shards the first s of (weights 2P, gradients 2P, optimizer 12P): the model's order
+    pieces = (2 * num_params, 2 * num_params, 12 * num_params)
+    if stage not in range(4):
+        raise ValueError(f"ZeRO stage must be 0, 1, 2 or 3, got {stage}")
+    return sum(b / n_dp if k < stage else b for k, b in enumerate(pieces))
 
 PARTS = (
     function_part("1.1", M, "param_count", ref.param_count, 1, _param_args, EXACT_INT,
@@ -136,6 +156,7 @@ PARTS = (
                   misconceptions=(
                       ("activations in FP32", "matches activations stored in FP32 (4 bytes): they are "
                        "BF16, 2 bytes per value", lambda d, f, layers, t: 2 * ref.activation_bytes(d, f, layers, t)),
+                      ("block output counted twice", OUTPUT_TWICE_MSG, _output_counted_twice),
                   ), description="BF16 activations saved for backward"),
     function_part("1.4", M, "devices_needed", ref.devices_needed, 1, _devices_args, EXACT_INT,
                   misconceptions=(("GiB for GB", GIB_MSG, _gib_devices),
@@ -155,7 +176,8 @@ PARTS = (
                   misconceptions=(("12 bytes/param", "matches 12 bytes/param in total: with mixed "
                                    "precision the BF16 weights and gradients come on top of the "
                                    "K = 12 optimizer bytes",
-                                   lambda p, st, k: 0.75 * ref.zero_bytes_per_device(p, st, k)),),
+                                   lambda p, st, k: 0.75 * ref.zero_bytes_per_device(p, st, k)),
+                                  ("stages in reverse order", REVERSED_ZERO_MSG, _zero_reversed)),
                   description="memory per device under ZeRO stages 0-3"),
 )
 

@@ -132,7 +132,7 @@ def _min_m_args(cfg, rng):
     yield dict(p=5, target_fraction=0.2), False, "edge case: exactly on a decimal target"
     yield dict(p=4, target_fraction=0.9), False, "edge case: one micro-batch is enough"
     yield dict(p=4, target_fraction=0.0), True, "edge case: unreachable"
-    yield dict(p=1, target_fraction=0.0), False, "edge case: one stage"
+    yield dict(p=1, target_fraction=0.0), True, "edge case: one stage"
     for p, t in _targets(rng, 6):
         yield dict(p=p, target_fraction=t), False, ""
 

@@ -8,4 +8,4 @@ def _all_reduce_then_slice(self, grads):
     self.reductions.append((work, out))
 
 
-_Unit.reduce_scatter = _all_reduce_then_slice
+_Unit.reduce_gradients = _all_reduce_then_slice

@@ -29,6 +29,7 @@ import torch
 import torch.distributed as dist
 
 from shardlab.autograder.sandbox.gloo.ranks.channel import DTYPES, ProtocolError, tensor_from
+from shardlab.autograder.kit.verdict import PAIRING_ADVICE
 
 P2P_REQUESTS = ("isend", "irecv")
 MAX_TAG = 7
@@ -137,8 +138,7 @@ class PointToPoint:
         else:
             op = f"recv from rank {peer} ({size}{tag}{during}{never})"
             missing = f"rank {peer} sent no matching message to rank {self.rank}"
-        advice = ("Sends and recvs must pair up in the same order on both ranks; with gloo a send waits for "
-                  "its recv, so two ranks that both send (or both receive) first wait for each other")
+        advice = PAIRING_ADVICE         # replaced by the cause where the verdict can name it (a cycle of sends)
         if "timed out" in gloo.lower():
             return f"{op} timed out: {missing} of that size. {advice}"
         if "by peer" in gloo.lower():      # the peer's own op timed out first, and gloo closed the pair
