@@ -297,11 +297,14 @@ def _grade_export(export_path, out: Path, config_path, jobs, resume, as_json, ve
 @config_option
 @click.option("--require", is_flag=True, help="Fail unless every wall is up, whatever the config says.")
 def walls(config_path, require):
-    """The walls this machine gives student code; fails when the course requires the full jail
-    and a wall is missing (the Gradescope image's setup.sh runs this)."""
-    from shardlab.autograder.sandbox.walls import current, required_walls
+    """The walls this machine gives student code (its level, each missing wall, why, and the
+    remedy); fails when they are below the course's [grading] require_walls (the Gradescope
+    image's setup.sh runs this)."""
+    from shardlab.autograder.sandbox.walls import current, explain, required_walls
     cfg, _ = _config(config_path)
     click.echo(current().describe())
+    for line in explain(current(), cfg):
+        click.echo(line)
     required_walls(cfg, require)
 
 

@@ -71,6 +71,7 @@ class Key:
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")   # Gradescope's results.json
 GRADESCOPE_ID_FIELDS = ("email", "id")    # the documented users[] fields of submission_metadata.json
 QUESTION_SECTIONS = ("memory", "fsdp", "comm4d", "buckets", "pipeline")    # a section per question module
+WALL_REQUIREMENTS = ("full", "isolated", "unsafe-none")   # [grading] require_walls (`sandbox.walls`)
 SCAFFOLDINGS = ("blank", "guided")        # how much of a design the stubs ship (publish.stubs)
 
 SCHEMA: tuple[Key, ...] = (
@@ -130,9 +131,20 @@ SCHEMA: tuple[Key, ...] = (
         names="hardware"),
     Key("pipeline", "target_bubble_percent", int, 3,
         "bubble fraction (in percent) the fewest micro-batches must reach"),
-    Key("grading", "require_jail", bool, False,
-        "refuse to grade unless every wall of the jail is up (namespaces, private root, cgroup); "
-        "false: grade with the lighter walls and say so in every report"),
+    Key("grading", "require_walls", str, "isolated",
+        "the least walls around student code that grading accepts (`shardlab walls` shows this machine's "
+        "and what would give more): \"full\" every wall (own namespaces and private root, own cgroup, "
+        "system-call filter); \"isolated\" student code cannot see your files (namespaces, or Landlock "
+        "where user namespaces are refused; no cgroup needed); \"unsafe-none\" grade even where student "
+        "code would run as your own user with your files in view. Below it, grading refuses in one line",
+        WALL_REQUIREMENTS),
+    Key("grading", "require_jail", bool, None,
+        "the older form of require_walls, still read: true is \"full\", false is \"isolated\" (false "
+        "once allowed no walls at all: that is now require_walls = \"unsafe-none\")"),
+    Key("grading", "budget_seconds", int, 240,
+        "wall-clock seconds one grading may spend running student code, all its calls and runs together; "
+        "what is left when it runs out fails as 'did not finish'. Batch's and Gradescope's own timeouts "
+        "sit above it (docs/trust.md, Deadlines): keep it well inside Gradescope's limit, 10 minutes by default"),
     Key("gradescope", "student_id_field", str, "email",
         "which field of Gradescope's submission metadata identifies a student: users[].email, or users[].id "
         "(Gradescope's numeric user id). When a roster's student ids are not that field's values, `build "
@@ -256,7 +268,8 @@ class CourseConfig:
     source: str = "default course (reference/course.toml)"
     secret: str = ""            # per-student variants and answers.toml grading when set
     answer_points: int = 1
-    require_jail: bool = False  # [grading]: refuse to grade without the full jail
+    require_walls: str = "isolated"   # [grading]: the least walls grading accepts (WALL_REQUIREMENTS)
+    budget_seconds: int = 240   # [grading]: one grading's wall clock for student code
     gradescope: GradescopeConfig = GradescopeConfig()
     sha256: str = ""            # of the config file's bytes: which course graded a report (`engine.grading`)
     # what a per-student variant draws ([variants], `Draw`); None: the default draw (`default_draws`)
@@ -387,6 +400,16 @@ def _draws(table: Any, questions: tuple[str, ...], hardware, networks) -> tuple[
     return tuple(draws)
 
 
+def _required_walls(walls: str, old_boolean: bool | None, walls_given: bool) -> str:
+    """[grading] require_walls, or its older boolean form require_jail (true: full, false: isolated)."""
+    if old_boolean is None:
+        return walls
+    if walls_given:
+        raise ShardlabError("config [grading] sets both require_walls and require_jail (its older form): "
+                            "keep require_walls")
+    return "full" if old_boolean else "isolated"
+
+
 def _parse(data: dict, source: str, sha256: str = "") -> CourseConfig:
     known = {(k.section, k.name): k for k in SCHEMA}
     sections = {k.section for k in SCHEMA} | {"points", "hardware", "network", "variants"}
@@ -450,7 +473,9 @@ def _parse(data: dict, source: str, sha256: str = "") -> CourseConfig:
         source=source,
         secret=v("course", "secret"),
         answer_points=v("course", "answer_points"),
-        require_jail=v("grading", "require_jail"),
+        require_walls=_required_walls(v("grading", "require_walls"), v("grading", "require_jail"),
+                                      "require_walls" in data.get("grading", {})),
+        budget_seconds=v("grading", "budget_seconds"),
         gradescope=GradescopeConfig(v("gradescope", "student_id_field"), v("gradescope", "test_visibility"),
                                     v("gradescope", "stdout_visibility")),
         sha256=sha256,

@@ -101,7 +101,7 @@ def _assert_nothing_left(tmp: Path, shm_before: set[str], cgroups_before: set[st
 @pytest.mark.timeout(300)
 def test_a_grader_killed_by_the_batch_timeout_leaves_nothing(private_tmp, clinging_submission, monkeypatch):
     shm_before, cgroups_before = set(os.listdir("/dev/shm")), _dead_graders_cgroups()
-    monkeypatch.setattr(batch, "GRADE_TIMEOUT_SECONDS", 25)
+    monkeypatch.setattr(batch, "grade_timeout", lambda config_path: 25)
     result = batch.grade_in_subprocess(str(clinging_submission), None)
     assert result["status"] == "error" and "longer than 25 s" in result["error"]
     _assert_nothing_left(private_tmp, shm_before, cgroups_before)

@@ -76,3 +76,23 @@ def test_a_grading_records_its_phases_when_asked(tmp_path, submission):
     gloo = next(s for s in spans if s["name"] == "gloo probe")
     runs = [s for s in spans if s["name"].endswith((" on 2", " on 3", " on 4"))]
     assert all(gloo["start"] <= s["start"] and s["end"] <= gloo["end"] for s in runs)
+
+
+@pytest.mark.pure
+def test_expected_values_computed_on_threads_equal_those_computed_alone(cfg, tmp_path, monkeypatch):
+    """`shardlab check --jobs 2` grades on threads of one process. The reference's trainings seed
+    torch's one global generator, so two of them on two threads drew each other's numbers: the
+    solutions lost points on a random 4.5 case now and then. `engine.plan` computes one at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from shardlab.autograder.engine import plan
+    ids = ["4.5", "2.7", "4.6", "2.8"]
+    monkeypatch.setenv("SHARDLAB_CACHE_DIR", str(tmp_path / "alone"))
+    plan._expected_values.cache_clear()
+    alone = {pid: plan.expected_values(cfg, pid) for pid in ids}
+    monkeypatch.setenv("SHARDLAB_CACHE_DIR", str(tmp_path / "together"))      # nothing read from the first
+    plan._expected_values.cache_clear()
+    with ThreadPoolExecutor(len(ids)) as pool:
+        together = dict(zip(ids, pool.map(lambda pid: plan.expected_values(cfg, pid), ids)))
+    plan._expected_values.cache_clear()
+    assert together == alone

@@ -18,7 +18,15 @@ None of it may contain
   1.2 × 10^11, MathML's split digits) and unit (bytes or GB, TB, MiB;
   seconds or ms, µs), at the precision the text prints (3 significant digits
   or more; a derived integer of two digits or more exactly);
-- a derived result stated in words (DERIVED_IN_WORDS).
+- a derived result stated in words (DERIVED_IN_WORDS);
+- a public case that poses the handout's own problem for its function
+  (`posed`): its arguments equal to, a common multiple of, or all but one
+  equal to those the worked answers call the reference function with
+  (recorded while `answer_key` runs), on the course, the second course and
+  the variants;
+- the solutions' answer to 4 (c), why the bucket experiment's predicted and
+  measured best sizes differ, in any file of the kit or in the note the
+  kit's bucket experiment writes under its plot (`explains_4c`).
 
 Numbers the config gives (model shape, hardware constants, mesh, networks,
 bucket model, tokens) may appear, and so may the definitions the problem

@@ -113,7 +113,7 @@ def test_one_task_alone_and_in_full(kit, tmp_path):
     chosen = kit_pytest(tmp_path / "kit", "-q", "--collect-only", "-m", "task_2_1")
     ids = [line for line in chosen.stdout.splitlines() if "::" in line]
     assert ids == [f"tests/test_q2_fsdp.py::test_public[{e['id']}]" for e in entries if e["part"] == "2.1"]
-    assert len(ids) == 2 and all("[2.1 " in i for i in ids)
+    assert len(ids) == 3 and all("[2.1 " in i for i in ids)        # two example networks, and p = 1
     for detail in ("-v", "--tb=long"):
         full = kit_pytest(tmp_path / "kit", "-m", "task_1_1", detail)
         assert full.returncode == 1 and 'raise NotImplementedError("Task 1.1: param_count")' in full.stdout

@@ -25,6 +25,7 @@ import pytest
 from shardlab.autograder.core import content
 from shardlab.autograder.core.parts import Call, Case
 from shardlab.autograder.engine.plan import part_cases
+from shardlab.autograder.questions.comm4d import EXAMPLE
 from shardlab.autograder.questions import all_parts
 from shardlab.reference.config import load_config
 
@@ -110,18 +111,18 @@ def test_every_branch_a_hidden_case_takes_a_public_case_takes(course, part_id):
 
 
 def test_the_tracer_finds_the_branch_3_5s_old_public_cases_missed(cfg):
-    """3.5's public cases before this check all expected None (the example mesh never hides
-    its TP comms, and the course mesh with Y raised neither): the returns of a real batch, in
-    both conventions, were reached only by hidden cases. Planted again, they are found."""
-    old_public = [case for case in part_cases(cfg, "3.5") if case.public
-                  and not any(c.args.get("d_model") == 4096 for c in case.calls)]   # not the bound example
-    hidden = [case for case in part_cases(cfg, "3.5") if not case.public]
-    assert len(old_public) == 2
-    missing = uncovered("comm4d", old_public + hidden)
-    shown = described("comm4d", missing)
-    assert "return fsdp_const / math_slope" in shown
-    assert "return fsdp_const / (math_slope - tp_slope)" in shown
-    assert "the course mesh, default convention (overlapped)" in shown
+    """3.5's public cases before this check all expected None: the example mesh in both conventions
+    (it never hides its TP comms) and the course mesh with Y raised until neither does. The returns of
+    a real batch were reached only by hidden cases. The cases made public as they were, the tracer
+    finds both returns."""
+    def was_public(case: Case) -> bool:
+        (call,) = case.calls
+        return case.note.startswith("edge case: Y = ") or (case.public and call.args["d_model"] == EXAMPLE["d_model"])
+    old = [Case(c.calls, was_public(c), c.note) for c in part_cases(cfg, "3.5")]
+    assert [c.public for c in old].count(True) == 3
+    shown = described("comm4d", uncovered("comm4d", old))
+    assert "'return fsdp_const / math_slope' (hidden group 'the course mesh, default convention (overlapped)')" in shown
+    assert "'return fsdp_const / (math_slope - tp_slope)' (hidden group 'the course mesh, comms summed')" in shown
 
 
 def test_the_tracer_sees_both_sides_of_a_branch():

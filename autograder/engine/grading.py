@@ -21,6 +21,8 @@ normally. Every report also says which walls isolated the student's code
 """
 from __future__ import annotations
 
+import dataclasses
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -255,6 +257,8 @@ def grade_folder(root: Path, cfg, limits: Limits = Limits(), label: str | None =
     machine lacks a wall (`sandbox.walls`)."""
     check_points_config(cfg)
     walls = required_walls(cfg)
+    if limits.deadline is None:         # one budget for everything this grading runs ([grading] budget_seconds)
+        limits = dataclasses.replace(limits, deadline=time.monotonic() + cfg.budget_seconds)
     chosen = [q for q in questions(cfg) if modules is None or q.module in modules]
     graded, output, printed = grade_parts(root, cfg, [p for q in chosen for p in q.parts if p.kind == "auto"],
                                           limits)

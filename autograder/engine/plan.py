@@ -9,6 +9,7 @@ computed once per process and config (they are pure functions of both).
 from __future__ import annotations
 
 import random
+import threading
 from functools import lru_cache
 
 from shardlab.autograder.core.parts import Case, Part
@@ -68,6 +69,9 @@ def expected_values(cfg, part_id: str) -> list[list]:
     return _expected_values(cfg, part_id, seeds_in_use())
 
 
+_REFERENCE_LOCK = threading.RLock()
+
+
 @lru_cache(maxsize=256)
 def _expected_values(cfg, part_id: str, seeds_used: str | None) -> list[list]:
     """`expected_values`, remembered per process for the seeds in use (`seeds.seeds_in_use()`:
@@ -76,7 +80,10 @@ def _expected_values(cfg, part_id: str, seeds_used: str | None) -> list[list]:
     cases = part_cases(cfg, part_id)
 
     def compute() -> list[list]:
-        return [part.expect(c) for c in cases]
+        # one at a time in a process: the reference seeds torch's one global generator (`fork_rng`,
+        # `manual_seed`), which gradings on threads of one process (`shardlab check --jobs`) share
+        with _REFERENCE_LOCK:
+            return [part.expect(c) for c in cases]
     if part.probe != "gloo":
         return compute()
     from shardlab.autograder.sandbox.gloo.seeds import data_seed

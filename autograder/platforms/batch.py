@@ -56,6 +56,7 @@ import signal
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from functools import lru_cache
 from pathlib import Path
 
 from shardlab.autograder.core import content
@@ -63,7 +64,10 @@ from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.core.results import course_shown, course_stamp, grader_version, points_text
 from shardlab.autograder.sandbox import leftovers, untrusted, zygote
 
-GRADE_TIMEOUT_SECONDS = 900
+# A child grader's timeout sits above its grading's budget ([grading] budget_seconds, which bounds
+# everything the student's code can make it wait for) by this margin: the grader's start, staging,
+# the expected values of a cold machine, scoring and the report
+GRADE_MARGIN_SECONDS = 300
 ATTEMPTS = 2
 BATCH_FILE = "batch.json"     # OUT/batch.json: the course and grader a batch folder was graded with
 
@@ -85,6 +89,13 @@ def submission_names(paths: list[str]) -> dict[str, str]:
     return names
 
 
+@lru_cache(maxsize=8)
+def grade_timeout(config_path: str | None) -> float:
+    """Seconds batch waits for one child grader: the course's budget plus GRADE_MARGIN_SECONDS."""
+    from shardlab.reference.config import load_config
+    return load_config(config_path).budget_seconds + GRADE_MARGIN_SECONDS
+
+
 def grade_in_subprocess(path: str, config_path: str | None, env: dict[str, str] | None = None,
                         args: list[str] | None = None) -> dict:
     """One supervised attempt; returns the report dict or an error record.
@@ -98,12 +109,12 @@ def grade_in_subprocess(path: str, config_path: str | None, env: dict[str, str] 
            *(args or [])]
     child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              start_new_session=True, env={**os.environ, **(env or {})})
+    timeout = grade_timeout(config_path)
     try:
-        stdout, stderr = child.communicate(timeout=GRADE_TIMEOUT_SECONDS)
+        stdout, stderr = child.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_and_sweep(child)
-        return {"status": "error", "error": f"grading took longer than {GRADE_TIMEOUT_SECONDS} s",
-                "retry": True}
+        return {"status": "error", "error": f"grading took longer than {timeout:g} s", "retry": True}
     except BaseException:               # Ctrl-C in the batch: no grader is left behind either
         _kill_and_sweep(child)
         raise

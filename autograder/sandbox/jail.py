@@ -30,9 +30,20 @@ Cgroups (`Cgroup`) are the grader's: it puts a sandbox's first process into
 its own cgroup before any student code exists, and kills the whole cgroup
 when grading returns.
 
-Where the kernel offers none of this (no root and no unprivileged user
-namespaces, or not Linux), `confine` only closes stray file descriptors and
-`walls()` says what is missing; the grading policy decides what to do.
+Every student process also gets a system-call filter (`syscall_filter`:
+io_uring, bpf, keyrings, ptrace, unshare, mount, ... answer EPERM), installed
+last, after the trusted set-up.
+
+Where the kernel offers no namespaces (no root and no unprivileged user
+namespaces, or a container without CAP_SYS_ADMIN) but offers Landlock
+(Linux >= 5.13), the student's process restricts itself instead
+(`landlock`): it reads only the same allow-list as the jail's root and its
+staged submission, writes only to a private temporary folder beside the
+submission (removed with the sandbox), makes no TCP connection, and gets
+rlimits on processes, files and file sizes, since no cgroup bounds it. With
+neither (or not Linux), `confine` only closes stray file descriptors and
+filters system calls; `walls()` says which level this machine has and what
+is missing, and the grading policy (`sandbox.walls`) decides whether to grade.
 """
 from __future__ import annotations
 
@@ -44,10 +55,13 @@ import resource
 import select
 import signal
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+
+from shardlab.autograder.sandbox import landlock, syscall_filter
 
 UNPRIVILEGED = "nobody"
 SUBMISSION = "/submission"       # where the staged submission appears inside the jail
@@ -278,14 +292,17 @@ def _enter_namespaces(as_root: bool) -> None:
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
 
 
-def confine(submission: str | None, keep: tuple[int, ...], namespaces: bool) -> None:
+def confine(submission: str | None, keep: tuple[int, ...], namespaces: bool, scratch_in: str | None = None) -> None:
     """Wall in the calling process (single-threaded: fork it first if it
-    might not be). Returns in the student's process only; the caller's
-    original process waits and exits with the student's status. `keep`: the
-    file descriptors the student's process may keep; `namespaces`: whether
-    this machine has them (the grader's `walls()`, probed once)."""
+    might not be). Returns in the student's process only; with namespaces,
+    the caller's original process waits and exits with the student's status.
+    `keep`: the file descriptors the student's process may keep;
+    `namespaces`: whether this machine has them (the grader's `walls()`,
+    probed once); without them, Landlock where the kernel has it, its
+    private temporary folder made in `scratch_in` (default: the staged
+    submission's parent, the sandbox's own folder)."""
     if not namespaces:
-        _close_fds(set(keep))
+        _confine_without_namespaces(submission, keep, scratch_in)
         return
     as_root = os.geteuid() == 0
     alive_r, alive_w = os.pipe()       # closed when the caller dies: PID 1 checks it once
@@ -336,6 +353,80 @@ def confine(submission: str | None, keep: tuple[int, ...], namespaces: bool) -> 
     os.chdir(SUBMISSION if sub_fd is not None else "/tmp")
     _drop_privileges(as_root)
     os.environ.update({"HOME": "/tmp", "TMPDIR": "/tmp"})
+    _filter_system_calls(landlock_extra=False)
+
+
+# ---- without namespaces: Landlock, rlimits, the filter -----------------------------------
+
+PROCESS_MARGIN = 256              # tasks (threads count) the student may add to its user's
+OPEN_FILES = 1024
+FILE_BYTES = 64 << 20             # the largest file it may write (the jail's tmpfs holds 64 MiB)
+
+
+def _filter_system_calls(landlock_extra: bool) -> None:
+    """The seccomp filter, where libseccomp is installed (`walls()` names its absence)."""
+    if syscall_filter.available() is None:
+        try:
+            syscall_filter.install(landlock_extra)
+        except syscall_filter.FilterError as exc:
+            raise JailError(f"system-call filter: {exc}") from None
+
+
+def _own_tasks() -> int:
+    """Tasks (processes and threads) of this real uid now: RLIMIT_NPROC counts them."""
+    uid, total = str(os.getuid()), 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fields = dict(line.split(":", 1) for line in open(f"/proc/{pid}/status").read().splitlines()
+                          if line.startswith(("Uid:", "Threads:")))
+        except (OSError, ValueError):
+            continue
+        if fields.get("Uid", "").split()[:1] == [uid]:
+            total += int(fields.get("Threads", "1").strip() or 1)
+    return total
+
+
+def _limit_resources() -> None:
+    """What a cgroup would bound, per process: tasks (for a user other than
+    root, whose count the kernel does not check), open files, file size."""
+    def cap(limit: int, value: int) -> None:
+        soft, hard = resource.getrlimit(limit)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(limit, (value, value))
+    if os.getuid() != 0:
+        cap(resource.RLIMIT_NPROC, _own_tasks() + PROCESS_MARGIN)
+    cap(resource.RLIMIT_NOFILE, OPEN_FILES)
+    cap(resource.RLIMIT_FSIZE, FILE_BYTES)
+    cap(resource.RLIMIT_CORE, 0)
+
+
+def landlock_rules(submission: str | None, scratch: str) -> landlock.Rules:
+    """The jail root's allow-list as Landlock rules: read the system, the
+    interpreter's prefixes (their site-packages without the grader's
+    distribution), /proc and the submission; write the scratch folder."""
+    read = [*allowed_paths(), Path("/proc")] + ([Path(submission)] if submission else [])
+    left_out = {d: set(os.listdir(d)) - set(kept) for d, kept in _filtered_site_dirs().items()}
+    return landlock.Rules(read=read, write=[Path(scratch)], read_except=left_out)
+
+
+def _confine_without_namespaces(submission: str | None, keep: tuple[int, ...], scratch_in: str | None) -> None:
+    _close_fds(set(keep))
+    if landlock.abi() > 0:
+        if len(os.listdir("/proc/self/task")) != 1:
+            raise JailError("Landlock walls only the calling thread: confine a single-threaded process")
+        parent = scratch_in or (os.path.dirname(os.path.abspath(submission)) if submission else None)
+        scratch = tempfile.mkdtemp(prefix="tmp-", dir=parent)
+        _prctl(PR_SET_NO_NEW_PRIVS, 1, "no_new_privs")
+        try:
+            landlock.restrict(landlock_rules(submission, scratch))
+        except landlock.LandlockError as exc:
+            raise JailError(str(exc)) from None
+        _drop_privileges(as_root=False)              # no capabilities left, even as root
+        os.chdir(submission or scratch)
+        os.environ.update({"HOME": scratch, "TMPDIR": scratch})
+        tempfile.tempdir = None                      # re-read TMPDIR
+    _limit_resources()
+    _filter_system_calls(landlock_extra=True)
 
 
 # ---- cgroups ---------------------------------------------------------------------------
@@ -488,54 +579,71 @@ class Cgroup:
 # ---- what this machine offers ------------------------------------------------------------
 
 
+LEVELS = ("full", "namespaces", "landlock", "none")
+
+
 @dataclass(frozen=True)
 class Walls:
     """What isolation this machine gives student code, probed once per process.
 
     `namespaces`: user/pid/mount/net/ipc namespaces and a private root
     (root, or unprivileged user namespaces); `cgroup`: a cgroup per sandbox
-    (memory, pids, cpu; killed as a whole). `missing` has one line per wall
-    that is absent, saying why. `full` is every wall up."""
+    (memory, pids, cpu; killed as a whole); `landlock`: without namespaces,
+    Landlock's file and network rules stand in for the private root;
+    `syscall_filter`: the seccomp filter. `missing` has one line per wall
+    that is absent, saying why. `full` is every wall up.
+
+    `level`, from most walled to least: full; namespaces (no cgroup, or no
+    filter); landlock (no namespaces); none (student code runs as the
+    grader's user, with the grader's files in view)."""
 
     namespaces: bool
     cgroup: bool
     missing: tuple[str, ...] = ()
+    landlock: bool = False
+    syscall_filter: bool = False
 
     @property
     def full(self) -> bool:
         return self.namespaces and self.cgroup and not self.missing
 
-    def describe(self) -> str:
+    @property
+    def level(self) -> str:
         if self.full:
-            return "full walls: own namespaces and private root, unprivileged, own cgroup"
-        return "lighter walls (" + "; ".join(self.missing) + ")"
+            return "full"
+        return "namespaces" if self.namespaces else "landlock" if self.landlock else "none"
+
+    def describe(self) -> str:
+        missing = "; ".join(self.missing)
+        return {"full": "full walls: own namespaces and private root, unprivileged, own cgroup, "
+                        "system-call filter",
+                "namespaces": f"lighter walls ({missing})",
+                "landlock": f"lighter walls: Landlock instead of namespaces ({missing})",
+                "none": f"no walls: student code ran as the grader's user, with its files in view ({missing})",
+                }[self.level]
 
 
-def _probe_namespaces() -> str | None:
-    """None if a trial sandbox builds its root and sees only what it should; else why not."""
-    if not sys.platform.startswith("linux"):
-        return f"no namespaces on {sys.platform}"
-    if os.environ.get("SHARDLAB_NO_JAIL") == "1":
-        return "namespaces turned off (SHARDLAB_NO_JAIL=1)"
-    if _SYS_PIVOT_ROOT is None or _SYS_CAPSET is None:
-        return f"no namespaces: unsupported machine {os.uname().machine}"
-    if os.geteuid() == 0:
-        try:
-            pwd.getpwnam(UNPRIVILEGED)
-        except KeyError:
-            return f"no namespaces: no user {UNPRIVILEGED!r} to run student code as"
-    hidden = str(Path(__file__).resolve().parents[2] / "reference")   # the source tree's, or the wheel's
+# test-only: SHARDLAB_NO_JAIL=1 makes `walls()` find no namespaces, so that tests take the Landlock
+# path on a machine that has both (tests/test_attacks_landlock.py); it can only lower the walls, and
+# the grading policy (`sandbox.walls`) refuses what it lowers them to unless the course says otherwise
+NO_NAMESPACES_ENV = "SHARDLAB_NO_JAIL"
+
+
+def _trial(namespaces: bool, scratch_in: str | None = None) -> str | None:
+    """None if a trial sandbox (namespaces, or Landlock) sees only what it
+    should and filters system calls where libseccomp is installed; else why not."""
+    hidden = Path(__file__).resolve().parents[2] / "reference"     # the source tree's, or the wheel's
+    outside = os.path.join(scratch_in or "/", "outside")
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:                                        # a trial sandbox
         try:
             os.close(read_fd)
-            confine(None, keep=(write_fd,), namespaces=True)
-            sees = os.path.exists("/etc/passwd") and os.path.isdir("/proc/self")
-            os.write(write_fd, b"ok" if sees and not os.path.exists(hidden) else b"no namespaces: "
-                     b"the trial sandbox's root is not what it should be")
+            confine(None, keep=(write_fd,), namespaces=namespaces, scratch_in=scratch_in)
+            answer = _trial_answer(hidden, outside if not namespaces else None)
+            os.write(write_fd, answer.encode()[:300])
         except BaseException as exc:  # noqa: BLE001
-            os.write(write_fd, f"no namespaces: {exc}".encode()[:300])
+            os.write(write_fd, str(exc).encode()[:300])
         os._exit(0)
     os.close(write_fd)
     answer = b""
@@ -545,10 +653,67 @@ def _probe_namespaces() -> str | None:
     _, status = os.waitpid(pid, 0)
     if answer == b"ok":
         return None
-    if answer:
-        return answer.decode("utf-8", "replace")
-    return ("no namespaces: a trial sandbox failed "
-            f"(exit status {os.waitstatus_to_exitcode(status)}; unprivileged user namespaces off?)")
+    return answer.decode("utf-8", "replace") or f"a trial sandbox failed (exit status {os.waitstatus_to_exitcode(status)})"
+
+
+def _trial_answer(hidden: Path, outside: str | None) -> str:
+    """What a trial sandbox sees: "ok", or what is wrong."""
+    if not (os.path.exists("/etc/passwd") and os.path.isdir("/proc/self")):
+        return "the trial sandbox cannot see the system it needs"
+    try:
+        open(hidden / "__init__.py", "rb").close()
+        return "the trial sandbox can read the grader's reference"
+    except OSError:
+        pass
+    if outside is not None:
+        try:
+            open(outside, "w").close()
+            return "the trial sandbox can write outside its folder"
+        except OSError:
+            pass
+    if syscall_filter.available() is None and "Seccomp:\t2" not in open("/proc/self/status").read():
+        return "the trial sandbox has no system-call filter"
+    return "ok"
+
+
+def _probe_namespaces() -> str | None:
+    """None if a trial sandbox builds its root and sees only what it should; else why not."""
+    if not sys.platform.startswith("linux"):
+        return f"no namespaces on {sys.platform}"
+    if os.environ.get(NO_NAMESPACES_ENV) == "1":
+        return f"namespaces turned off ({NO_NAMESPACES_ENV}=1, a test's switch)"
+    if _SYS_PIVOT_ROOT is None or _SYS_CAPSET is None:
+        return f"no namespaces: unsupported machine {os.uname().machine}"
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam(UNPRIVILEGED)
+        except KeyError:
+            return f"no namespaces: no user {UNPRIVILEGED!r} to run student code as"
+    why = _trial(namespaces=True)
+    if why is None:
+        return None
+    if why.startswith("a trial sandbox failed"):
+        why += "; unprivileged user namespaces off?"
+    return f"no namespaces: {why}"
+
+
+def _probe_landlock() -> str | None:
+    """None if a trial process restricted by Landlock sees only what it should; else why not."""
+    why = landlock.unavailable()
+    if why:
+        return why
+    import shutil
+    folder = tempfile.mkdtemp(prefix=f"shardlab-{os.getpid()}-probe-")
+    try:
+        why = _trial(namespaces=False, scratch_in=folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return None if why is None else f"no Landlock: {why}"
+
+
+def _probe_syscall_filter() -> str | None:
+    why = syscall_filter.available()
+    return None if why is None else f"no system-call filter: {why}"
 
 
 def _probe_cgroup() -> str | None:
@@ -575,9 +740,13 @@ def _probe_cgroup() -> str | None:
 
 @lru_cache(maxsize=1)
 def walls() -> Walls:
-    """Probed once per process: a trial sandbox, then a trial cgroup."""
-    ns, cg = _probe_namespaces(), _probe_cgroup()
-    return Walls(namespaces=ns is None, cgroup=cg is None, missing=tuple(w for w in (ns, cg) if w))
+    """Probed once per process: a trial sandbox (namespaces; Landlock only
+    where they are missing), a trial cgroup, the system-call filter."""
+    ns = _probe_namespaces()
+    ll = _probe_landlock() if ns else None
+    cg, sf = _probe_cgroup(), _probe_syscall_filter()
+    return Walls(namespaces=ns is None, cgroup=cg is None, missing=tuple(w for w in (ns, ll, cg, sf) if w),
+                 landlock=ns is not None and ll is None, syscall_filter=sf is None)
 
 
 def stage(root: str | Path, into: Path) -> Path:

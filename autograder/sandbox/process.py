@@ -16,6 +16,7 @@ drained and capped.
 from __future__ import annotations
 
 import json
+import math
 import os
 import selectors
 import shutil
@@ -42,6 +43,17 @@ class Limits:
     import_seconds: float = 60.0    # importing a student module (may import torch)
     memory_bytes: int = 4 * 2**30   # address-space limit of each process that runs student code
     sandbox_memory_bytes: int = 3 * 2**30   # memory of a whole sandbox (its cgroup), every process in it
+    # the grading's one budget ([grading] budget_seconds): the time.monotonic() by which all of its student
+    # code must be done, every probe's calls and runs together; None: no budget (each call's own deadlines)
+    deadline: float | None = None
+
+    def left(self) -> float:
+        """Seconds of the grading's budget left (infinite without one)."""
+        return math.inf if self.deadline is None else self.deadline - time.monotonic()
+
+
+# the error of a call the grading's budget left no time for (`untrusted.failure_kind`: did not finish)
+OUT_OF_BUDGET = "did not finish: the grading's time budget ran out before it could run"
 
 
 @dataclass
@@ -140,6 +152,10 @@ def _run_calls(box: Sandbox, calls: list[Call], limits: Limits) -> SandboxRun:
     output, printed = bytearray(), [0]
     run = SandboxRun(outcomes=[])
     while (pending := [i for i, o in enumerate(outcomes) if o is None]):
+        if limits.left() <= 0:          # no worker is started past the grading's budget
+            for i in pending:
+                outcomes[i] = Outcome(error=OUT_OF_BUDGET)
+            break
         _one_worker(box, calls, pending, outcomes, limits, output, printed)
         run.restarts += 1
     run.restarts -= 1
@@ -190,7 +206,8 @@ def _watch(proc, read_fd, calls, pending, outcomes, limits) -> None:
     buffer = b""
     current, importing = None, None          # index into pending, module being imported
     started = time.monotonic()
-    overall = started + limits.import_seconds + limits.call_seconds * len(pending)
+    overall = min(started + limits.import_seconds + limits.call_seconds * len(pending),
+                  started + limits.left())      # the worker's own budget, within the grading's
     deadline = min(overall, started + limits.import_seconds)
     imported: set[str] = set()
     expect_next = 0                          # the next call the worker may start or answer
@@ -277,7 +294,8 @@ def _blame(calls, pending, outcomes, current, importing, why, limits) -> None:
     culprit = calls[pending[current]]
     hung = why == "timed out"
     if hung:
-        why = did_not_finish(limits.call_seconds)
+        why = (did_not_finish(limits.call_seconds) if limits.left() > 0
+               else "did not finish: the grading's time budget ran out")
     outcomes[pending[current]] = Outcome(error=f"{culprit.show()} {why}")
     if hung and culprit.group is not None:
         for i in pending:

@@ -25,7 +25,8 @@ from functools import lru_cache
 from ..rank_comparison import StatesMatch
 
 TRAINS_LIKE_ONE_PROCESS = StatesMatch()
-"""Every rank's final weights equal single-process full-batch training (questions 2, 4 and 5)."""
+"""Every rank's final weights equal single-process full-batch training (questions 2 and 5; question 4's
+`buckets.DDP_TRAINS_LIKE_ONE_PROCESS` also names a missing broadcast)."""
 
 
 @lru_cache(maxsize=1)

@@ -25,7 +25,7 @@ from shardlab.autograder.sandbox.gloo.seeds import data_seed
 from shardlab.autograder.core.parts import Call
 from shardlab.autograder.core.phases import phase
 from shardlab.autograder.sandbox import zygote
-from shardlab.autograder.sandbox.process import Limits, Outcome, SandboxRun
+from shardlab.autograder.sandbox.process import OUT_OF_BUDGET, Limits, Outcome, SandboxRun
 
 # World sizes whose groups run at once. Two lanes keep both cores busy (the
 # ranks mostly wait on each other and on the grader); a third lane saved
@@ -84,6 +84,9 @@ def run_gloo(root: str, calls: list[Call], limits: Limits = Limits(), gloo: Gloo
                 if what in given_up:
                     results[key] = Outcome(error=f"not run: an earlier {what} run {given_up[what]}")
                     continue
+                if limits.left() <= 0:          # the grading's budget: nothing more is started
+                    results[key] = Outcome(error=OUT_OF_BUDGET)
+                    continue
                 if world_size < 1:
                     results[key] = Outcome(error="scenario call without a world_size")
                     continue
@@ -95,7 +98,8 @@ def run_gloo(root: str, calls: list[Call], limits: Limits = Limits(), gloo: Gloo
                     results[key] = Outcome(error=str(exc))
                     continue
                 with phase(f"{call.function} on {world_size}", lane=lane):
-                    outcome, state = group.run(_keyed(call), server.gloo.scenario_seconds, key in traced_keys)
+                    seconds = min(server.gloo.scenario_seconds, max(0.1, limits.left()))
+                    outcome, state = group.run(_keyed(call), seconds, key in traced_keys)
                 results[key] = outcome
                 if state in ("hung", "died"):
                     given_up[what] = "hung" if state == "hung" else "ended a rank"
