@@ -108,6 +108,16 @@ def flood_channel():
     threading.Thread(target=spam, daemon=True).start()
     time.sleep(600)
 
+def nest_channel():
+    """One result line of 200,000 nested brackets on every inherited descriptor: parsing it
+    exhausts the parser's recursion (a RecursionError used to escape the grader)."""
+    for fd in range(3, 64):
+        try:
+            os.write(fd, b"[" * 200_000 + b"\n")
+        except OSError:
+            pass
+    time.sleep(600)
+
 def whoami():
     caps = [l for l in open("/proc/self/status") if l.startswith(("CapEff", "CapBnd"))]
     return [os.getuid(), os.getpid(), caps, sorted(os.listdir("/proc"))[:3]]
@@ -227,6 +237,11 @@ def test_nothing_written_remains(hostile, tmp_path, monkeypatch):
     for d in ("/tmp", "/dev/shm", str(Path.home())):
         assert not os.path.exists(os.path.join(d, marker))
     assert os.listdir(grader_tmp) == []
+
+
+def test_a_line_nested_too_deep_is_a_corrupted_channel(hostile):
+    out = _ask(hostile, "nest_channel", limits=Limits(call_seconds=5, import_seconds=30))
+    assert out.error and "corrupted the grader's result channel" in out.error, out
 
 
 @needs_namespaces

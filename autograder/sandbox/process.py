@@ -256,7 +256,7 @@ def _watch(proc, read_fd, calls, pending, outcomes, limits) -> None:
                         slot = pending[msg["done"]]
                     else:
                         raise ValueError
-                except (ValueError, KeyError, IndexError, TypeError):
+                except (ValueError, KeyError, IndexError, TypeError, RecursionError):   # a nesting too deep too
                     return corrupted()
                 now = time.monotonic()
                 if "importing" in msg:
