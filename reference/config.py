@@ -86,6 +86,11 @@ SCHEMA: tuple[Key, ...] = (
         "the questions this course sets, by module name (\"memory\", \"fsdp\", \"comm4d\", \"buckets\", "
         "\"pipeline\"); handouts, solutions, the starter kit, the otter zip and grading follow it. "
         "Empty or absent: every question"),
+    Key("course", "question_dirs", tuple, (),
+        "folders of this course's own questions, relative to this config file: each sub-folder is one "
+        "question (question.py, reference.py, solution.py, template.md.j2; scenario.py and checks.py for a "
+        "distributed part; ARCHITECTURE.md, \"Adding a question\"). They join the package's questions "
+        "everywhere; [course] questions may name them. Empty: the package's questions only"),
     Key("course", "answer_points", int, 1,
         "points per question for the handout numbers in answers.toml (only with a secret)"),
     Key("course", "scaffolding", str, "blank",
@@ -264,6 +269,7 @@ class CourseConfig:
     pipeline: PipelineConfig = PipelineConfig()
     points: tuple[tuple[str, float], ...] = ()   # [points] overrides, (part id or question name, points)
     questions: tuple[str, ...] = ()              # [course] questions: module names; () = every question
+    question_dirs: tuple[str, ...] = ()          # [course] question_dirs, absolute (`own_question_dirs`)
     scaffolding: str = default_value("course", "scaffolding")   # what the stubs ship (SCAFFOLDINGS)
     source: str = "default course (reference/course.toml)"
     secret: str = ""            # per-student variants and answers.toml grading when set
@@ -410,7 +416,23 @@ def _required_walls(walls: str, old_boolean: bool | None, walls_given: bool) -> 
     return "full" if old_boolean else "isolated"
 
 
-def _parse(data: dict, source: str, sha256: str = "") -> CourseConfig:
+def own_question_dirs(dirs: tuple[str, ...], base: Path | None) -> tuple[str, ...]:
+    """[course] question_dirs as absolute folders: relative ones against `base`, the config file's folder
+    (so a batch child or a Gradescope run given the config's absolute path finds them). Each must be a
+    folder. Without a base (a variant re-read by `with_values`, which keeps its course's folders) they
+    are kept as given."""
+    if base is None:
+        return dirs
+    found = []
+    for given in dirs:
+        folder = (base / given).resolve()
+        if not folder.is_dir():
+            raise ShardlabError(f"config [course].question_dirs names {given!r}, which is no folder ({folder})")
+        found.append(str(folder))
+    return tuple(found)
+
+
+def _parse(data: dict, source: str, sha256: str = "", base: Path | None = None) -> CourseConfig:
     known = {(k.section, k.name): k for k in SCHEMA}
     sections = {k.section for k in SCHEMA} | {"points", "hardware", "network", "variants"}
     values: dict[tuple[str, str], Any] = {key: k.default for key, k in known.items()}
@@ -469,6 +491,7 @@ def _parse(data: dict, source: str, sha256: str = "") -> CourseConfig:
         pipeline=pipeline,
         points=tuple(sorted(points.items())),
         questions=questions,
+        question_dirs=own_question_dirs(values[("course", "question_dirs")], base),
         scaffolding=v("course", "scaffolding"),
         source=source,
         secret=v("course", "secret"),
@@ -518,7 +541,7 @@ def load_config(path: str | Path | None = None) -> CourseConfig:
     if path is None:
         raw = resources.files("shardlab.reference").joinpath("course.toml").read_bytes()
         return _parse(tomllib.loads(raw.decode()), "default course (reference/course.toml)",
-                      hashlib.sha256(raw).hexdigest())
+                      hashlib.sha256(raw).hexdigest(), Path(str(resources.files("shardlab.reference"))))
     path = Path(path)
     if not path.is_file():
         raise ShardlabError(f"config file not found: {path}")
@@ -528,4 +551,4 @@ def load_config(path: str | Path | None = None) -> CourseConfig:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as exc:
         why = (str(exc) or type(exc).__name__).splitlines()[0]
         raise ShardlabError(f"config {path} is not valid TOML: {why}") from None
-    return _parse(data, str(path), hashlib.sha256(raw).hexdigest())
+    return _parse(data, str(path), hashlib.sha256(raw).hexdigest(), path.resolve().parent)

@@ -119,6 +119,7 @@ def _zip_bytes(members, corrupt_at: int | None, flip: int) -> bytes:
     return bytes(raw)
 
 
+@pytest.mark.filterwarnings("ignore:Duplicate name")     # two members of one name: one of the attacks
 @FUZZ
 @given(members=st.lists(_MEMBER, max_size=6), corrupt_at=st.none() | st.integers(0, 10_000),
        flip=st.integers(0, 255))

@@ -92,8 +92,12 @@ def submission_names(paths: list[str]) -> dict[str, str]:
 @lru_cache(maxsize=8)
 def grade_timeout(config_path: str | None) -> float:
     """Seconds batch waits for one child grader: the course's budget plus GRADE_MARGIN_SECONDS."""
-    from shardlab.reference.config import load_config
-    return load_config(config_path).budget_seconds + GRADE_MARGIN_SECONDS
+    from shardlab.reference.config import default_value, load_config
+    try:
+        budget = load_config(config_path).budget_seconds
+    except ShardlabError:       # the child says what is wrong with the course, in its one line
+        budget = default_value("grading", "budget_seconds")
+    return budget + GRADE_MARGIN_SECONDS
 
 
 def grade_in_subprocess(path: str, config_path: str | None, env: dict[str, str] | None = None,

@@ -98,7 +98,8 @@ def _expand(rules: Rules) -> list[tuple[Path, int]]:
     """(path, access) pairs for the kernel: a read rule on a folder that
     holds a `read_except` folder becomes rules on each of its entries but the
     way down, so what is left out stays out (a Landlock rule grants a whole
-    hierarchy; nothing beneath can take it back)."""
+    hierarchy; nothing beneath can take it back). The folders on the way
+    down may be listed, not read: what is left out shows its names only."""
     holes = {p.resolve(): names for p, names in rules.read_except.items()}
     out: list[tuple[Path, int]] = []
 
@@ -112,6 +113,7 @@ def _expand(rules: Rules) -> list[tuple[Path, int]]:
             entries = os.listdir(real)
         except OSError:
             return
+        out.append((real, READ_DIR))       # listed (Python's importer lists every folder on its path)
         left_out = holes.get(real, set())
         for name in entries:
             if name not in left_out:

@@ -19,6 +19,15 @@ A scenario is a `Scenario` subclass registered with `@register`:
   relative to the student's marks) into the rank's value for the part's
   comparator.
 
+What the student half may send its trusted process is declared beside it
+(`kit.schema`), and the trusted process checks every message against it
+before any trusted code reads it: `phases(**args)`, the phase names it
+announces; `mark_fields`, the fields of each other kind of mark;
+`result_schema(**args)`, the shape of what it returns. A student's process
+can send anything (it can reach its `Proxy`), so `report` only ever sees a
+result of that shape, and the tracer and `RankContext.marks` only phases and
+marks of those shapes (`StudentMessages`).
+
 A part asks for a scenario with `Call(<student module>, "<name>",
 {"world_size": N, ...})` and `probe="gloo"`. Scenario modules are imported
 by the fork server before any rank exists: they may import torch and define
@@ -30,11 +39,31 @@ import importlib
 import pkgutil
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Collection, Mapping
 
+from ..schema import Fields, Int, Plain, Schema, Text, check
 from ..toy_models import batch, build_model, shard
 
 SCENARIOS: dict[str, "Scenario"] = {}
+MAX_PHASE_CHARS = 100
+MARK_KIND_CHARS = 40
+
+
+@dataclass(frozen=True)
+class StudentMessages:
+    """What the student half of one run may send its trusted process: the
+    phase names it may announce (None: any short text), the fields of each
+    other kind of mark (None: any kind, with the fields `record_mark` files),
+    and the shape of its result."""
+
+    phases: Collection[str] | None = None
+    marks: Mapping[str, Schema] | None = None
+    result: Schema = Plain()
+
+
+# the kit's own local runs, where the student half shares the trusted half's process
+ANY_MESSAGES = StudentMessages()
+ANY_MARK = Fields({}, {"at": Text(MARK_KIND_CHARS), "i": Int(), "k": Int(), "param": Int()})
 
 
 @dataclass
@@ -46,6 +75,7 @@ class RankContext:
     tracer: Any                                   # a `tracing.Tracer`
     marks: list[dict] = field(default_factory=list)   # the student's marks, with the collective count then
     memo: dict = field(default_factory=dict)      # prepare -> report
+    expects: StudentMessages = ANY_MESSAGES       # what the student half may send (`Scenario.expects`)
 
 
 @dataclass
@@ -73,6 +103,19 @@ class Scenario:
     lets an override take any (the halves are called with keywords only)."""
 
     name = ""
+    mark_fields: Mapping[str, Schema] = {}         # kind -> the fields of that mark (besides "mark")
+
+    def phases(self, *_: Any, **args: Any) -> Collection[str]:
+        """The phase names the student half announces in a run with these arguments."""
+        return ()
+
+    def result_schema(self, *_: Any, **args: Any) -> Schema:
+        """The shape of what the student half returns (after `plain`)."""
+        return Plain()
+
+    def expects(self, **args: Any) -> StudentMessages:
+        """Everything the student half of a run with these arguments may send."""
+        return StudentMessages(frozenset(self.phases(**args)), self.mark_fields, self.result_schema(**args))
 
     def prepare(self, rank: RankContext, *_: Any, **args: Any) -> tuple[dict, dict]:
         return args, {}
@@ -89,17 +132,26 @@ def record_mark(ctx: RankContext, header: dict) -> None:
     rank's record: a phase change goes to the tracer, a gradient to its
     gradient count, anything else to `ctx.marks` with the number of
     collectives performed by then ("seq") and the time ("t", time.monotonic()).
-    The header is untrusted: every field is cut to size and typed here."""
-    kind = header.get("mark")
+    The header is untrusted: it is checked first against what the run's
+    scenario declared (`ctx.expects`), and `schema.Malformed` says what does not fit."""
+    kind, fields = header.get("mark"), {k: v for k, v in header.items() if k != "mark"}
+    expects = ctx.expects
     if kind == "phase":
-        ctx.tracer.set_phase(str(header.get("name"))[:100])
-    elif kind == "grad":
-        ctx.tracer.gradient_ready(int(header.get("param", -1)))
+        check(fields, Fields({"name": Text(MAX_PHASE_CHARS, expects.phases)}), "phase mark")
+        ctx.tracer.set_phase(fields["name"])
+        return
+    check(kind, Text(MARK_KIND_CHARS, expects.marks), "mark", "its kind")
+    check(fields, ANY_MARK if expects.marks is None else expects.marks[kind], f"{kind!r} mark")
+    if kind == "grad":
+        ctx.tracer.gradient_ready(fields.get("param", -1))
     else:
-        ctx.marks.append({"kind": str(kind)[:40], "at": str(header.get("at"))[:40],
-                          "i": header.get("i") if isinstance(header.get("i"), int) else None,
-                          "k": header.get("k") if isinstance(header.get("k"), int) else None,
+        ctx.marks.append({"kind": kind, "at": fields.get("at"), "i": fields.get("i"), "k": fields.get("k"),
                           "seq": ctx.tracer.seq, "t": time.monotonic()})
+
+
+def check_result(ctx: RankContext, result: Any) -> None:
+    """`schema.Malformed` unless the student half's result has the shape its scenario declared."""
+    check(result, ctx.expects.result, "result", "the result")
 
 
 def register(cls):

@@ -17,9 +17,11 @@ model's trainable parameters).
 from __future__ import annotations
 
 from . import Scenario, claimed, rank_share, register, starting_model
+from ..schema import STATE, Fields, Int, ListOf, Null, OneOf
 from ..toy_models import build_model, make_optimizer, state_lists, train, trainable_bytes
 
 MiB = 2**20          # bucket_size_mb is in MB of 2**20 bytes, as PyTorch DDP's bucket_cap_mb
+MAX_BUCKETS = 10_000
 
 
 def _report_gradients(module, ctx) -> None:
@@ -31,7 +33,7 @@ def _report_gradients(module, ctx) -> None:
 
 def _plain_layout(layout) -> list[list[int]] | None:
     """The student's layout as plain lists of ints (student side: what the channel can carry), or None."""
-    if not isinstance(layout, (list, tuple)) or len(layout) > 10_000:
+    if not isinstance(layout, (list, tuple)) or len(layout) > MAX_BUCKETS:
         return None
     out = []
     for bucket in layout:
@@ -55,6 +57,14 @@ def layout_bytes(layout, param_bytes: list[int]) -> list[int] | None:
 @register
 class DdpTrain(Scenario):
     name = "ddp_train"
+    mark_fields = {"grad": Fields({"param": Int(0)})}
+
+    def phases(self, steps: int, **_):
+        """"construction", "step 1" ... "step <steps>", "layout"."""
+        return {"construction", "layout", *(f"step {k}" for k in range(1, steps + 1))}
+
+    def result_schema(self, **_):
+        return Fields({"state": STATE, "layout": OneOf((Null(), ListOf(ListOf(Int()), MAX_BUCKETS)))})
 
     def prepare(self, rank, world_size: int, model: str, bucket_size_mb: float, optimizer: str,
                 steps: int, seed: int):

@@ -7,12 +7,16 @@ unsharded forward, and the student's answer."""
 from __future__ import annotations
 
 from . import Scenario, claimed, register
+from ..schema import Fields, Plain
 from ..comm4d_mesh import run_on_mesh
 
 
 @register
 class MeshForward(Scenario):
     name = "comm4d_mesh_forward"
+
+    def result_schema(self, **_):
+        return Fields({"student": Plain()})        # any plain answer: wrong ones are the comparator's to say
 
     def prepare(self, rank, world_size: int, tokens: int, d_model: int, d_ff: int, x: int, y: int, seed: int):
         rank.memo["mesh"] = run_on_mesh(tokens, d_model, d_ff, x, y, seed, rank.tracer)

@@ -24,8 +24,10 @@ import torch
 from torch import nn
 
 from . import Scenario, claimed, rank_share, register, starting_model
+from ..schema import STATE, Fields, Int, Text
 from ..toy_models import make_optimizer
 
+STEP_PARTS = ("forward", "backward", "finish", "optimizer")      # the phases of one step, in order
 _SKIP = (types.ModuleType, type, types.BuiltinFunctionType, str, bytes, int, float)
 
 
@@ -84,6 +86,15 @@ def _watch_units(module: nn.Module, ctx) -> None:
 @register
 class FsdpTrain(Scenario):
     name = "fsdp_train"
+    mark_fields = {"step": Fields({"k": Int(0)}),
+                   "unit": Fields({"at": Text(choices=("start", "end")), "i": Int(0)})}
+
+    def phases(self, steps: int, **_):
+        """"construction", "<k> forward" ... "<k> optimizer" for each step k, "state"."""
+        return {"construction", "state", *(f"{k} {part}" for k in range(steps) for part in STEP_PARTS)}
+
+    def result_schema(self, **_):
+        return Fields({"state": STATE, "stored": Int(0)})
 
     def prepare(self, rank, world_size: int, model: str, optimizer: str, steps: int, seed: int):
         """Every rank gets the same initial model (FSDP does not broadcast) and
@@ -99,13 +110,14 @@ class FsdpTrain(Scenario):
         opt = make_optimizer(optimizer, fsdp.parameters())
         for k in range(steps):
             ctx.mark("step", k=k)
-            ctx.phase(f"{k} forward")
+            forward, backward, finish, optimizer = (f"{k} {part}" for part in STEP_PARTS)
+            ctx.phase(forward)
             loss = nn.functional.mse_loss(fsdp(tensors["inputs"]), tensors["targets"])
-            ctx.phase(f"{k} backward")
+            ctx.phase(backward)
             loss.backward()
-            ctx.phase(f"{k} finish")
+            ctx.phase(finish)
             fsdp.finish_gradient_synchronization()
-            ctx.phase(f"{k} optimizer")
+            ctx.phase(optimizer)
             opt.step()
             opt.zero_grad(set_to_none=True)
         stored = stored_elements(fsdp)
@@ -115,7 +127,8 @@ class FsdpTrain(Scenario):
     def report(self, rank, result, world_size: int, model: str, optimizer: str, steps: int, seed: int):
         """The final weights and the stored count are the student's claims; the
         collectives and where the units began and ended, relative to them, are
-        what the trusted process saw."""
+        what the trusted process saw. Every phase is one of `phases` (checked
+        when announced), so "<k> <part>" splits in two."""
         per_step = []
         for k in range(steps):
             per_step.append([[e["op"], e["phase"].split()[1], e["bytes"], e["async"], e["seq"]]

@@ -9,11 +9,18 @@ hangs, deaths and mismatches.
 from __future__ import annotations
 
 from . import Scenario, claimed, register
+from ..schema import Fields, Plain
 
 
 @register
 class RunFunction(Scenario):
     name = "run_function"
+
+    def phases(self, function: str, **_):
+        return {function}
+
+    def result_schema(self, **_):
+        return Fields({"value": Plain()})
 
     def prepare(self, rank, world_size: int, function: str, args: list | None = None):
         return {"function": function, "args": args or []}, {}

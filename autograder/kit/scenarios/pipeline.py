@@ -38,6 +38,7 @@ import torch
 from torch import nn
 
 from . import Scenario, claimed, register
+from ..schema import STATE, Fields, Int, ListOf, Null, OneOf
 from ..tracing import P2P_OPS
 from ..toy_models import (PIPE_D_MODEL, PIPE_ROWS, build_ffn, ffn_stage, make_optimizer,
                                            pipeline_batch, stage_state_names)
@@ -111,6 +112,14 @@ def _one_microbatch_bytes(module: nn.Module, saved: SavedActivations, stage: int
 @register
 class PipelineTrain(Scenario):
     name = "pipeline_train"
+
+    def phases(self, steps: int, **_):
+        """"construction", "step <k>" and "optimizer <k>" for each step k from 1, "state"."""
+        return {"construction", "state", *(f"{part} {k}" for k in range(1, steps + 1)
+                                           for part in ("step", "optimizer"))}
+
+    def result_schema(self, **_):
+        return Fields({"state": STATE, "saved": ListOf(OneOf((Int(0), Null())))})
 
     def prepare(self, rank, world_size: int, microbatches: int, optimizer: str, steps: int, seed: int):
         """Stage r's initial weights; the inputs to stage 0 and the targets to the last

@@ -3,9 +3,12 @@
 A frame is two 32-bit lengths (header, payload), a JSON header and raw
 payload bytes (tensor data). Both ends are capped: a header over
 MAX_HEADER_BYTES or a payload over MAX_PAYLOAD_BYTES is a protocol error,
-so a student process cannot make its trusted peer allocate without bound.
+so a student process cannot make its trusted peer allocate without bound;
+so is a header that is not a JSON object nested at most `schema.MAX_DEPTH`
+levels (any failure of the parser, a RecursionError included, is the
+sender's), so no code that reads a header later can recurse without bound.
 Tensors travel as their bytes plus {"dtype", "shape"}, dtypes from a fixed
-list.
+list, shapes torch can lay out (`schema.Shape`).
 """
 from __future__ import annotations
 
@@ -16,6 +19,8 @@ import threading
 from typing import overload
 
 import torch
+
+from shardlab.autograder.kit.schema import MAX_DEPTH, Malformed, Shape, nesting_depth
 
 FRAME = struct.Struct("!II")
 MAX_HEADER_BYTES = 1 << 20
@@ -53,12 +58,17 @@ class Channel:
         head_len, payload_len = FRAME.unpack(start)
         if head_len > MAX_HEADER_BYTES or payload_len > MAX_PAYLOAD_BYTES:
             raise ProtocolError(f"a frame of {head_len} + {payload_len} bytes is over the cap")
+        head = self._exactly(head_len)
         try:
-            header = json.loads(self._exactly(head_len))
-        except ValueError:
+            header = json.loads(head)
+        except RecursionError:
+            raise ProtocolError(f"a frame header nested deeper than {MAX_DEPTH} levels") from None
+        except (ValueError, MemoryError):        # UnicodeDecodeError is a ValueError
             raise ProtocolError("a frame header is not JSON") from None
         if not isinstance(header, dict):
             raise ProtocolError("a frame header is not an object")
+        if nesting_depth(header) > MAX_DEPTH:
+            raise ProtocolError(f"a frame header nested deeper than {MAX_DEPTH} levels")
         return header, self._exactly(payload_len) if payload_len else bytearray()
 
     @overload
@@ -97,7 +107,11 @@ def tensor_from(meta: dict, data: bytes | bytearray | memoryview) -> torch.Tenso
     """A fresh tensor from {"dtype", "shape"} and its bytes, checked."""
     dtype = DTYPES.get(meta.get("dtype"))
     shape = meta.get("shape")
-    if dtype is None or not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
+    try:
+        Shape().check(shape, "shape")
+    except Malformed as exc:
+        raise ProtocolError(f"not a tensor description: {exc}") from None
+    if dtype is None:
         raise ProtocolError(f"not a tensor description: {str(meta)[:200]}")
     numel = 1
     for s in shape:
