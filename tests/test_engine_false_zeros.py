@@ -8,9 +8,10 @@ grader's, never the student's.
   by its exit codes: a rank aborting at teardown (-6) after the result is
   written costs nothing. (Simulated with tiny rank scripts: the real abort is
   flaky: 5 of 32 cold runs here.)
-- Missing jail walls are the instructor's set-up: `[grading] require_jail`
-  refuses in one line before grading anything; otherwise every report (CLI
-  text, JSON, batch feedback, otter results) says which walls it had.
+- Missing jail walls are the instructor's set-up: below `[grading]
+  require_walls` grading refuses in one line before grading anything;
+  otherwise every report (CLI text, JSON, batch feedback, otter results)
+  says which walls it had (tests/test_sandbox_walls_policy.py: the levels).
 - The Gradescope zip carries no solutions/, locks the reference and the
   course config away from other uids, and probes the walls at image build.
 """
@@ -207,9 +208,12 @@ def test_fully_shard_state_accepts_an_abort_at_exit_and_caches_privately(tmp_pat
 
 # ---- the jail policy: the instructor's set-up, never the student's fault ----
 
-def _course(tmp_path, require: bool) -> Path:
+def _course(tmp_path, require: bool | str) -> Path:
+    """A course with the older `require_jail` (a bool) or `require_walls` (a level)."""
     path = tmp_path / f"course-{require}.toml"
-    path.write_text(f"[grading]\nrequire_jail = {str(require).lower()}\n")
+    line = (f"require_jail = {str(require).lower()}" if isinstance(require, bool)
+            else f"require_walls = \"{require}\"")
+    path.write_text(f"[grading]\n{line}\n")
     return path
 
 
@@ -222,8 +226,9 @@ def _main(monkeypatch, *args) -> int:
 
 
 def test_require_jail_is_a_described_config_key(tmp_path):
-    assert load_config().require_jail is False
-    assert load_config(_course(tmp_path, True)).require_jail is True
+    assert load_config().require_walls == "isolated"
+    assert load_config(_course(tmp_path, True)).require_walls == "full"
+    assert load_config(_course(tmp_path, False)).require_walls == "isolated"
     bad = tmp_path / "bad.toml"
     bad.write_text('[grading]\nrequire_jail = "yes"\n')
     with pytest.raises(Exception, match=r"\[grading\]\.require_jail must be true or false"):
@@ -248,13 +253,13 @@ def test_require_jail_with_walls_missing_refuses_before_grading(tmp_path, monkey
 
 def test_walls_command_prints_the_walls_and_fails_only_when_required(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(jail, "walls", lambda: LIGHT)
-    assert _main(monkeypatch, "walls", "--config", str(_course(tmp_path, False))) == 0
-    assert capsys.readouterr().out.strip() == LIGHT.describe()
+    assert _main(monkeypatch, "walls", "--config", str(_course(tmp_path, "unsafe-none"))) == 0
+    assert capsys.readouterr().out.splitlines()[0] == LIGHT.describe()
     assert _main(monkeypatch, "walls", "--config", str(_course(tmp_path, True))) == 2
     captured = capsys.readouterr()
-    assert captured.out.strip() == LIGHT.describe()
+    assert captured.out.splitlines()[0] == LIGHT.describe()
     assert captured.err.count("\n") == 1 and "no cgroup" in captured.err
-    assert _main(monkeypatch, "walls", "--config", str(_course(tmp_path, False)), "--require") == 2
+    assert _main(monkeypatch, "walls", "--config", str(_course(tmp_path, "unsafe-none")), "--require") == 2
     monkeypatch.setattr(jail, "walls", lambda: jail.Walls(True, True))
     assert _main(monkeypatch, "walls", "--config", str(_course(tmp_path, True)), "--require") == 0
 
@@ -269,7 +274,7 @@ def memory_only(monkeypatch):
 def test_lighter_walls_are_said_in_cli_text_json_and_batch_feedback(tmp_path, monkeypatch, capsys,
                                                                      solutions, memory_only):
     monkeypatch.setattr(jail, "walls", lambda: LIGHT)
-    course = str(_course(tmp_path, False))
+    course = str(_course(tmp_path, "unsafe-none"))
     assert _main(monkeypatch, "grade", str(solutions), "--config", course) == 0
     text = capsys.readouterr().out
     assert f"graded with {LIGHT.describe()}" in " ".join(text.split())

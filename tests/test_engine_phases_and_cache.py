@@ -88,11 +88,11 @@ def test_expected_values_computed_on_threads_equal_those_computed_alone(cfg, tmp
     from shardlab.autograder.engine import plan
     ids = ["4.5", "2.7", "4.6", "2.8"]
     monkeypatch.setenv("SHARDLAB_CACHE_DIR", str(tmp_path / "alone"))
-    plan._expected_values.cache_clear()
+    plan.expected_values.cache_clear()
     alone = {pid: plan.expected_values(cfg, pid) for pid in ids}
     monkeypatch.setenv("SHARDLAB_CACHE_DIR", str(tmp_path / "together"))      # nothing read from the first
-    plan._expected_values.cache_clear()
+    plan.expected_values.cache_clear()
     with ThreadPoolExecutor(len(ids)) as pool:
         together = dict(zip(ids, pool.map(lambda pid: plan.expected_values(cfg, pid), ids)))
-    plan._expected_values.cache_clear()
+    plan.expected_values.cache_clear()
     assert together == alone

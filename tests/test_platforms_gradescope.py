@@ -131,7 +131,7 @@ cd /autograder/source && bash setup.sh"""
 
 def test_a_machine_without_the_jail_fails_the_image_build_not_the_students(autograder_zip, otter_env, tmp_path):
     """On a machine without cgroups (a Docker container's read-only
-    /sys/fs/cgroup is one), the shipped course (require_jail = false) builds
+    /sys/fs/cgroup is one), the shipped course (require_walls = "isolated") builds
     and says which walls it has; a course that requires the jail stops the
     build with one line that blames the set-up: no image, no grades."""
     status, log = replay.build_image(autograder_zip, otter_env, tmp_path / "light", tmp_path / "build-light",
@@ -140,8 +140,8 @@ def test_a_machine_without_the_jail_fails_the_image_build_not_the_students(autog
     assert any(line.startswith("lighter walls (no per-sandbox cgroup") for line in log.splitlines()), log[-2000:]
     with zipfile.ZipFile(autograder_zip) as zf:
         config = zf.read("shardlab-course.toml").decode()
-    config = re.sub(r"(?m)^require_jail = false", "require_jail = true", config)
-    assert "require_jail = true" in config
+    config = re.sub(r'(?m)^require_walls = "isolated"', 'require_walls = "full"', config)
+    assert 'require_walls = "full"' in config
     status, log = replay.build_image(autograder_zip, otter_env, tmp_path / "image", tmp_path / "build",
                                      config_text=config, hide_cgroups=True)
     assert status != 0

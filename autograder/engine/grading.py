@@ -39,7 +39,7 @@ from shardlab.autograder.engine.submission import NotASubmission, open_submissio
 from shardlab.autograder.kit.timelines.drawing import timeline
 from shardlab.autograder.engine.writeup import read_writeup, written_feedback
 from shardlab.autograder.core.errors import ShardlabError
-from shardlab.autograder.questions import all_parts, check_points_config, part_points, questions
+from shardlab.autograder.questions import all_parts, check_points_config, part_points, questions, registered
 from shardlab.autograder.sandbox import leftovers, untrusted
 from shardlab.autograder.sandbox.process import Limits, Outcome
 from shardlab.autograder.sandbox.walls import required_walls
@@ -127,7 +127,7 @@ def _run_probes(root: Path, cases: dict[str, list[Case]], limits: Limits,
     [Outcome]}, {part id: reason} for the parts whose probe itself failed (the
     grader's fault), student output, bytes printed)."""
     by_probe: dict[str, list] = {}
-    for q in questions():
+    for q in registered():
         for part in q.parts:
             if part.id in cases:
                 by_probe.setdefault(part.probe, []).append(part)

@@ -94,6 +94,11 @@ def _expected_values(cfg, part_id: str, seeds_used: str | None) -> list[list]:
                             _reference_sources())
 
 
+# forget every part's remembered values (tests that swap a part's reference; ignore: mypy does not
+# model attributes set on a function)
+expected_values.cache_clear = _expected_values.cache_clear     # type: ignore[attr-defined]
+
+
 @lru_cache(maxsize=1)
 def _reference_sources() -> tuple[str, ...]:
     """Every module expected values can be computed by: the reference and the question definitions."""

@@ -249,7 +249,7 @@ def rank_main() -> None:
         tracer.reset()
         ctx = RankContext(rank, spec["world_size"], tracer)
         student = StudentContext(rank, spec["world_size"], request["module"], _Marks(ctx, record_mark),
-                                 lambda module: importlib.import_module(f"assignments.{module}"))
+                                 lambda module: importlib.import_module(f"assignments.{module}"), ctx.groups)
         try:
             student_args, tensors = scenario.prepare(ctx, **request["args"])
             claims = plain(scenario.student(student, tensors, **student_args))

@@ -126,8 +126,10 @@ class Text(Schema):
             raise self.fail(value, path, f"a string of at most {self.max_chars} characters")
         if self.choices is not None and value not in self.choices:
             names = sorted(self.choices)
+            if not names:
+                raise Malformed(f"{path or 'the message'} is {shown(value)}, where none is expected")
             listed = ", ".join(names[:6]) + (f" or {len(names) - 6} more" if len(names) > 6 else "")
-            raise self.fail(value, path, f"one of {listed}" if names else "anything (none is expected)")
+            raise self.fail(value, path, f"one of {listed}")
 
 
 @dataclass(frozen=True)
@@ -241,6 +243,12 @@ class Shape(Schema):
             product *= max(size, 1)
             if product >= MAX_LAYOUT_ELEMENTS:
                 raise self.fail(value, path, "a shape torch can lay out")
+
+
+def shape_of(value: Any, path: str = "shape") -> list[int]:
+    """`value` as a tensor's shape, or Malformed (`Shape`)."""
+    Shape().check(value, path)
+    return list(value)
 
 
 def check(value: Any, schema: Schema, what: str, path: str = "") -> None:

@@ -27,7 +27,7 @@ from shardlab.autograder.kit import comparison
 from shardlab.autograder.publish.diagrams import document_figures
 from shardlab.autograder.publish.kit_harness import is_distributed
 from shardlab.autograder.engine.writeup import PLACEHOLDER, points_label
-from shardlab.autograder.questions import part_points, questions
+from shardlab.autograder.questions import part_points, registered
 
 PAGE = """<!DOCTYPE html>
 <html lang="en">
@@ -218,7 +218,7 @@ def notebook(cfg, handout_md: str, checks: dict) -> nbformat.NotebookNode:
         if not cells or not section.startswith("## Question"):
             continue
         number = section.split()[2]
-        q = next(q for q in questions() if str(q.number) == number)
+        q = next(q for q in registered() if str(q.number) == number)
         for part_id, cases in checks.get(number, {}).items():
             part = next(p for p in q.parts if p.id == part_id)
             todo = (f"Fill it in in `assignments/{q.module}.py`, then run the public checks:" if part.function

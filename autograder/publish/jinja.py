@@ -5,18 +5,31 @@ from __future__ import annotations
 
 import jinja2
 
-from shardlab.autograder.core import content
+from shardlab.autograder.core import content, course_folders
 from shardlab.autograder.core.results import points_text
 from shardlab.autograder.publish.mathtext import to_tex
 
 TEMPLATES = content.folder("templates")
 
 
+def own_template(name: str) -> str | None:
+    """A course's own question's template, `questions/<name>.md.j2`: the template.md.j2 of the course
+    folder `<name>` loaded in this process (`core.course_folders`); None for any other name. A loaded
+    folder without one is a one-line error naming it."""
+    folder, _, file = name.partition("/")
+    module = file.removesuffix(".md.j2")
+    path = course_folders.LOADED.get(course_folders.MODULES[-1][1].format(name=module))
+    if folder != "questions" or not file.endswith(".md.j2") or path is None:
+        return None
+    return course_folders.QuestionFolder(path.parent).needed(course_folders.TEMPLATE).read_text(encoding="utf-8")
+
+
 def environment() -> jinja2.Environment:
-    """Templates under templates/; an undefined name is an error, never blank text.
-    The filter `tex` turns a reference formula into LaTeX (`mathtext`); `points`
-    shows points with at most two decimals (`results.points_text`)."""
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES),
+    """Templates under templates/, then the course's own questions' (`own_template`); an undefined
+    name is an error, never blank text. The filter `tex` turns a reference formula into LaTeX
+    (`mathtext`); `points` shows points with at most two decimals (`results.points_text`)."""
+    loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(TEMPLATES), jinja2.FunctionLoader(own_template)])
+    env = jinja2.Environment(loader=loader,
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              trim_blocks=True, lstrip_blocks=True)
     env.filters["tex"] = to_tex

@@ -30,7 +30,7 @@ from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.core.parts import alternatives
 from shardlab.autograder.engine.plan import part_cases
 from shardlab.autograder.kit.checks import name_of
-from shardlab.autograder.questions import questions
+from shardlab.autograder.questions import is_own, own_folder, questions
 from shardlab.autograder.sandbox.gloo.seeds import public_seeds
 
 KIT_PACKAGE = "shardlab_local"         # tests/shardlab_local/ in the kit
@@ -53,20 +53,35 @@ if __name__ == "__main__":
 _SHARDLAB_IMPORT = re.compile(r"^\s*(?:from|import)\s+shardlab\b", re.M)
 
 
-def harness_files() -> dict[str, str]:
-    """Kit path -> text: every file of the `kit` package, and the two launchers."""
+def harness_files(cfg=None) -> dict[str, str]:
+    """Kit path -> text: every file of the `kit` package, the two launchers and, with a course config,
+    its own questions' kit halves (a course folder's scenario.py and checks.py, as the kit's
+    `scenarios/<name>.py` and `checks/<name>.py`)."""
     root = resources.files(kit)
+    shipped = [(path, str(path).removeprefix(str(root)).lstrip("/")) for path in sorted(_python_files(root))]
+    own = [(folder.file(file), dict(KIT_HALVES)[file].format(name=folder.name))
+           for folder in _own_folders(cfg) for file, _ in KIT_HALVES if folder.file(file).is_file()]
     files = {}
-    for path in sorted(_python_files(root)):
+    for path, relative in shipped + own:
         text = path.read_text(encoding="utf-8")
-        relative = str(path).removeprefix(str(root)).lstrip("/")
         if _SHARDLAB_IMPORT.search(text):
-            raise ShardlabError(f"the starter kit cannot ship kit/{relative}: it imports shardlab by name "
-                                f"(the kit package imports only itself, relatively)")
+            raise ShardlabError(f"the starter kit cannot ship {path if (path, relative) in own else 'kit/' + relative}"
+                                f": it imports shardlab by name (the kit package imports only itself, relatively)")
         files[f"tests/{KIT_PACKAGE}/{relative}"] = text
     for path, (doc, module) in LAUNCHERS.items():
         files[path] = LAUNCHER.format(doc=doc, path=path, package=KIT_PACKAGE, module=module)
     return files
+
+
+# a course folder's kit halves and where the kit package holds them
+KIT_HALVES = (("scenario.py", "scenarios/{name}.py"), ("checks.py", "checks/{name}.py"))
+
+
+def _own_folders(cfg) -> list:
+    """The course folders of the course's own questions (none without a config)."""
+    if cfg is None:
+        return []
+    return [folder for q in questions(cfg) if is_own(q) and (folder := own_folder(q)) is not None]
 
 
 def _python_files(folder):

@@ -17,16 +17,20 @@ Pipeline, in order:
    wheel and the course config (with its secret) are made unreadable by
    anyone but root (the student's uid in the jail must not read them even
    if it saw them), `shardlab walls` probes the jail's walls while the
-   image is built, failing the build when the course requires the full
-   jail and a wall is missing (`sandbox.walls`), and `shardlab
+   image is built, printing the level, each missing wall and its remedy in
+   the build log, and failing the build when they are below the course's
+   `[grading] require_walls` (`sandbox.walls`), and `shardlab
    warm` computes every cached expected value into the image (CACHE_DIR);
    its run_autograder gets our prelude (RUN_PRELUDE): the cache folder is
    set, and the upload is moved out of otter's submission folder before
    otter looks for the file to grade, so
    otter only ever finds the entry file, whatever the upload holds (a
    notebook, other `.py` files, `__MACOSX/`, a GitHub checkout);
-5. the wheel, the course config and (with `--roster`) the roster map are
-   appended at the zip's root, i.e. `/autograder/source/` on Gradescope.
+5. the wheel, the course config, the course's own question folders
+   (`[course] question_dirs`, at their place relative to the config; their
+   definition, reference, scenario and checks, never their solution) and
+   (with `--roster`) the roster map are appended at the zip's root, i.e.
+   `/autograder/source/` on Gradescope.
 
 Visibility: an otter case is public when its case group has at least one
 public case (its feedback already withholds hidden inputs and expected
@@ -51,7 +55,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from shardlab.autograder.core import content
+from shardlab.autograder.core import content, course_folders
 from shardlab.autograder.engine.answer_sheet import ROSTER_FILE, SHEET_TITLE, sheet_parts
 from shardlab.autograder.engine.plan import case_groups, group_points, part_cases
 from shardlab.autograder.core.errors import ShardlabError
@@ -88,7 +92,7 @@ _REFERENCE_DIR = "import os, shardlab.reference as r; print(os.path.dirname(r.__
 WHEEL_PACKAGES = ("reference", "autograder", "assignments", "templates")   # never solutions/, tests/
 
 
-def setup_script(miniforge_version: str) -> str:
+def setup_script(miniforge_version: str, own_dirs: tuple[str, ...] = ()) -> str:
     """The image's setup.sh. otter's template (otter/generate/templates/python/setup.sh)
     also installs Playwright's Chromium with its system packages, R's build
     libraries and, with pdf on, LaTeX and pandoc; grading needs none of them,
@@ -96,10 +100,14 @@ def setup_script(miniforge_version: str) -> str:
     This keeps what run_autograder relies on (Miniforge at /root/miniforge3,
     the env otter-env from environment.yml) and adds shardlab's steps: the
     answer key's files become root's alone, `shardlab walls` fails the build
-    when the course requires the full jail and a wall is missing, and
+    when the walls are below the course's `[grading] require_walls`, and
     `shardlab warm` fills the cache every run then starts from. The jail needs
-    nothing from apt (the `jail` works through system calls)."""
+    nothing from apt (the `jail` works through system calls; its system-call
+    filter uses libseccomp2, which apt itself depends on). `own_dirs`: the
+    course's question folders beside its config (`own_question_files`), root's
+    alone as the installed reference is."""
     source = f"{AUTOGRADER_DIR}/source"
+    private = "".join(f" {source}/{d}" for d in own_dirs)
     return f"""#!/usr/bin/env bash
 # The Gradescope image's set-up, written by `shardlab build` (autograder/publish/otter_export.py)
 # in place of otter's template: no browser, no PDF toolchain, no R libraries.
@@ -127,7 +135,7 @@ mamba env create -f {source}/environment.yml
 {SETUP_TAIL_MARK}
 # the answer key's ground truth and the course secret are root's alone
 SHARDLAB_REFERENCE="$(mamba run -n {OTTER_ENV_NAME} python -I -c {_REFERENCE_DIR!r} | tail -n 1)"
-chmod -R go-rwx "$SHARDLAB_REFERENCE" {source}/{CONFIG_FILE} {source}/shardlab-*.whl
+chmod -R go-rwx "$SHARDLAB_REFERENCE" {source}/{CONFIG_FILE} {source}/shardlab-*.whl{private}
 if [ -f {source}/{ROSTER_FILE} ]; then chmod go-rwx {source}/{ROSTER_FILE}; fi   # students' emails
 # the jail's walls, probed now: a missing prerequisite fails the upload, not the grades
 mamba run -n {OTTER_ENV_NAME} shardlab walls --config {source}/{CONFIG_FILE}
@@ -250,6 +258,27 @@ def build_wheel(dest: Path) -> Path:
     return wheels[-1]
 
 
+def own_question_files(cfg) -> dict[str, Path]:
+    """Zip path (beside the course config, as `[course] question_dirs` names them relative to it) ->
+    file, for the course's own question folders: what grading needs of each (`course_folders.GRADER_FILES`:
+    the definition, the reference, the scenario and checks), never its solution or its wrong submissions.
+    A question folder outside the config's folder cannot travel with it: a one-line error."""
+    if not cfg.question_dirs:
+        return {}
+    base = Path(cfg.source).resolve().parent
+    out = {}
+    for folder in course_folders.question_folders(cfg.question_dirs):
+        try:
+            where = folder.path.resolve().relative_to(base)
+        except ValueError:
+            raise ShardlabError(f"course question {folder.path}: the autograder zip ships question folders beside "
+                                f"the course config, so [course] question_dirs must lie inside {base}") from None
+        for file in course_folders.GRADER_FILES:
+            if folder.file(file).is_file():
+                out[f"{where.as_posix()}/{file}"] = folder.file(file)
+    return out
+
+
 def build_autograder(cfg, config_text: str, out: Path, roster_text: str | None = None) -> Path:
     """Write `out/autograder.zip` for this course config; return its path.
     `roster_text`: the roster map the zip carries (`roster.roster_for_zip`)."""
@@ -283,16 +312,19 @@ def build_autograder(cfg, config_text: str, out: Path, roster_text: str | None =
             otter_generate(tests_dir="tests", output_path=str(target), config="otter_config.json",
                            requirements="requirements.txt", files=[ENTRY_FILE],
                            python_version=PYTHON_VERSION, no_environment=True)
-        _add_shardlab_steps(target)
+        own = own_question_files(cfg)
+        _add_shardlab_steps(target, tuple(sorted({path.split("/")[0] for path in own})))
         with zipfile.ZipFile(target, "a") as zf:
             zf.write(wheel, arcname=wheel.name)
             zf.writestr(CONFIG_FILE, config_text)
+            for arcname, path in sorted(own.items()):
+                zf.write(path, arcname=arcname)
             if roster_text is not None:
                 zf.writestr(ROSTER_FILE, roster_text)
     return target
 
 
-def _add_shardlab_steps(target: Path) -> None:
+def _add_shardlab_steps(target: Path, own_dirs: tuple[str, ...] = ()) -> None:
     """Rewrite otter's zip: setup.sh becomes `setup_script` (otter's own
     version of Miniforge), environment.yml installs otter without its
     plugins' extra packages, run_autograder gets RUN_PRELUDE after its
@@ -303,7 +335,7 @@ def _add_shardlab_steps(target: Path) -> None:
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
         for info, data in entries:
             if info.filename == "setup.sh":
-                data = setup_script(MINIFORGE_VERSION).encode()
+                data = setup_script(MINIFORGE_VERSION, own_dirs).encode()
             elif info.filename == "environment.yml":
                 if OTTER_REQUIREMENT.encode() not in data:
                     raise ShardlabError(f"otter's environment.yml no longer names {OTTER_REQUIREMENT} "

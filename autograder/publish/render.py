@@ -10,7 +10,7 @@ from shardlab.autograder.publish.figures import MEMORY_PNG, memory_breakdown_png
 from shardlab.autograder.publish.formats import notebook_json, to_html
 from shardlab.autograder.publish.jinja import environment
 from shardlab.autograder.publish.starter import build_starter_kit, public_checks
-from shardlab.autograder.questions import part_points, questions
+from shardlab.autograder.questions import is_own, part_points, questions
 
 BUCKETS_PNG = "bench/buckets.png"   # where `shardlab bench buckets` writes its plot by default
 
@@ -22,7 +22,7 @@ def context(cfg, solutions: bool, figures: dict | None = None, student: dict | N
     for q in questions(cfg):
         sentence = q.degenerate(cfg) if q.degenerate else None
         qs.append(dict(
-            number=q.number, title=q.title, module=q.module, template=f"questions/{q.template}",
+            number=q.number, title=q.title, module=q.module, template=f"questions/{q.template}", own=is_own(q),
             worked=q.worked(cfg) if q.worked else {},
             # what this course's numbers make of a degenerate sub-question (`questions.degeneracies`), with
             # derived numbers: only the solutions print it; a handout only asks why the sub-question is

@@ -34,7 +34,7 @@ from shardlab.autograder.publish.diagrams import document_figures
 from shardlab.autograder.publish.formats import notebook_json, to_html
 from shardlab.autograder.publish.jinja import environment
 from shardlab.autograder.publish.kit_harness import harness_files, public_runs
-from shardlab.autograder.publish.stubs import generated_stubs
+from shardlab.autograder.publish.stubs import generated_stubs, own_stubs
 from shardlab.autograder.questions import questions
 
 KIT_PYPROJECT = """\
@@ -266,9 +266,10 @@ def kit_files(cfg, handout_md: str) -> dict[str, str | bytes]:
     runs = public_runs(cfg)
     modules = {f"{q.module}.py" for q in questions(cfg)}
     stubs = generated_stubs(cfg.scaffolding)           # [course] scaffolding: blank or guided
+    stubs.update(own_stubs(cfg, cfg.scaffolding))      # the course's own questions' (course folders)
     files: dict[str, str | bytes] = {f"assignments/{name}": text for name, text in stubs.items()
                                      if name in modules or name == "__init__.py"}
-    files.update(harness_files())           # tests/shardlab_local/ (the kit package) and its launchers
+    files.update(harness_files(cfg))        # tests/shardlab_local/ (the kit package) and its launchers
     files["tests/conftest.py"] = CONFTEST
     files["tests/public_cases.json"] = json.dumps(      # each case names its task, for the task's marker
         {q: [dict(c, part=part) for part, cases in parts.items() for c in cases] for q, parts in checks.items()},

@@ -23,9 +23,9 @@ import ast
 import re
 from pathlib import Path
 
-from shardlab.autograder.core import content
+from shardlab.autograder.core import content, course_folders
 from shardlab.autograder.core.errors import ShardlabError
-from shardlab.autograder.questions import task_ids
+from shardlab.autograder.questions import is_own, own_folder, questions, task_ids
 from shardlab.reference.config import SCAFFOLDINGS, default_value
 
 SOLUTIONS, ASSIGNMENTS = content.folder("solutions"), content.folder("assignments")
@@ -155,6 +155,23 @@ def generated_stubs(scaffolding: str = DEFAULT_SCAFFOLDING) -> dict[str, str]:
     return {p.name: (make_stub(p.read_text(), p.stem, scaffolding) if p.name != "__init__.py"
                      else '"""Your solutions: fill in each module."""\n')
             for p in sorted(SOLUTIONS.glob("*.py"))}
+
+
+def own_solutions(cfg) -> dict[str, Path]:
+    """file name -> solution, for the course's own questions: `<module>.py` -> its folder's solution.py
+    (what `solutions/<module>.py` is to a shipped question)."""
+    out = {}
+    for q in questions(cfg):
+        folder = own_folder(q) if is_own(q) else None
+        if folder is not None:
+            out[f"{q.module}.py"] = folder.needed(course_folders.SOLUTION)
+    return out
+
+
+def own_stubs(cfg, scaffolding: str = DEFAULT_SCAFFOLDING) -> dict[str, str]:
+    """file name -> stub text, for the course's own questions (`own_solutions`)."""
+    return {name: make_stub(path.read_text(encoding="utf-8"), name.removesuffix(".py"), scaffolding)
+            for name, path in own_solutions(cfg).items()}
 
 
 def write_stubs(target: Path = ASSIGNMENTS, scaffolding: str = DEFAULT_SCAFFOLDING) -> list[Path]:

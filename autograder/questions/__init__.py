@@ -7,6 +7,14 @@ three same-named files (`reference/<name>.py`, `solutions/<name>.py`,
 find it. A distributed question's scenario and run checks are in the kit
 (`kit.scenarios.<name>`, `kit.checks.<name>`), because the starter kit
 runs them too.
+
+A course may bring questions of its own, one folder each outside the
+package (`[course] question_dirs`; the layout is `core.course_folders`'s).
+`questions(cfg)` loads them the first time it sees the course and sets them
+beside the package's, so everything that goes through it takes them as it
+takes a shipped question; from then on `registered()` knows them too, for
+look-ups by part id. Their module names, part ids and question numbers may
+not be the package's, nor another course folder's.
 """
 from __future__ import annotations
 
@@ -14,8 +22,10 @@ import importlib
 import pkgutil
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from shardlab.autograder.core import course_folders
 from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.core.parts import Part
 
@@ -38,8 +48,8 @@ class Question:
 
 
 @lru_cache(maxsize=1)
-def registered() -> tuple[Question, ...]:
-    """Every question defined in this package, by number."""
+def shipped() -> tuple[Question, ...]:
+    """Every question defined in this package, by number (the course's question bank)."""
     found = []
     for info in pkgutil.iter_modules(__path__):
         mod = importlib.import_module(f"{__name__}.{info.name}")
@@ -48,17 +58,73 @@ def registered() -> tuple[Question, ...]:
     return tuple(sorted(found, key=lambda q: q.number))
 
 
+_OWN: dict[str, Question] = {}          # a course folder's path -> its question, once loaded
+
+
+def registered() -> tuple[Question, ...]:
+    """Every question this process knows, by number: the package's, and those of every course folder
+    loaded so far (`own_questions`)."""
+    return tuple(sorted(shipped() + tuple(_OWN.values()), key=lambda q: q.number))
+
+
+def own_questions(cfg) -> tuple[Question, ...]:
+    """The course's own questions (`[course] question_dirs`), loaded on first sight. A folder that lacks
+    a piece, fails to import, or whose module, part ids or number are already taken is a one-line error
+    naming it."""
+    out = []
+    for folder in course_folders.question_folders(getattr(cfg, "question_dirs", ())):
+        key = str(folder.path)
+        if key not in _OWN:
+            _OWN[key] = _loaded(folder)
+        out.append(_OWN[key])
+    return tuple(out)
+
+
+def _loaded(folder: course_folders.QuestionFolder) -> Question:
+    """The folder's QUESTION, its modules loaded, checked against every question known so far."""
+    where = f"course question {folder.path}"
+    taken = registered()
+    if folder.name in {q.module for q in taken}:
+        raise ShardlabError(f"{where}: a question named {folder.name!r} exists already: rename the folder")
+    q = getattr(course_folders.load_folder(folder)["question.py"], "QUESTION", None)
+    if not isinstance(q, Question):
+        raise ShardlabError(f"{where}: question.py defines no QUESTION = Question(...)")
+    if q.module != folder.name or q.template != f"{folder.name}.md.j2":
+        raise ShardlabError(f"{where}: its QUESTION must have module={folder.name!r} and template="
+                            f"{folder.name + '.md.j2'!r}, the folder's name (got {q.module!r}, {q.template!r})")
+    if any(p.module != q.module for p in q.parts):
+        raise ShardlabError(f"{where}: every part must grade assignments/{q.module}.py (module={q.module!r})")
+    owner = {p.id: other for other in taken for p in other.parts}
+    clash = sorted({p.id for p in q.parts if p.id in owner})
+    if clash:
+        raise ShardlabError(f"{where}: part ids {', '.join(clash)} are question {owner[clash[0]].module!r}'s "
+                            f"already: number the question past {max(o.number for o in taken)}")
+    if q.number in {other.number for other in taken}:
+        raise ShardlabError(f"{where}: question number {q.number} is taken: number it past "
+                            f"{max(o.number for o in taken)}")
+    return q
+
+
 def questions(cfg=None) -> tuple[Question, ...]:
-    """The questions a course sets: its config's `[course] questions` (module
-    names; empty means all), in number order; without a config, every
-    registered question. Everything a course produces (handout, solutions,
-    starter kit, otter zip, grading, `shardlab check`) goes through this."""
-    chosen = getattr(cfg, "questions", ()) if cfg is not None else ()
-    return tuple(q for q in registered() if not chosen or q.module in chosen)
+    """The questions a course sets: the package's and the course's own (`own_questions`), narrowed to
+    its config's `[course] questions` (module names; empty means all), in number order; without a
+    config, every question of the package. Everything a course produces (handout, solutions, starter
+    kit, otter zip, grading, `shardlab check`) goes through this."""
+    if cfg is None:
+        return shipped()
+    chosen = getattr(cfg, "questions", ())
+    pool = sorted(shipped() + own_questions(cfg), key=lambda q: q.number)
+    return tuple(q for q in pool if not chosen or q.module in chosen)
+
+
+def is_own(question: Question) -> bool:
+    """Whether a question is a course's own (from a course folder), not the package's."""
+    return all(question is not q for q in shipped())
 
 
 def all_parts(cfg=None) -> list[Part]:
-    return [p for q in questions(cfg) for p in q.parts]
+    """The parts of the course's questions; without a config, of every question known (`registered`)."""
+    return [p for q in (questions(cfg) if cfg is not None else registered()) for p in q.parts]
 
 
 def _question_of(part: Part) -> Question:
@@ -94,13 +160,14 @@ def check_points_config(cfg) -> None:
     """One-line errors for a course config that names what does not exist or is not set:
     an unknown question in [course] questions; a [points] key that is neither a part id
     nor a question name, or that belongs to a question the course does not set."""
-    known = [q.module for q in registered()]
+    pool = shipped() + own_questions(cfg)
+    known = [q.module for q in pool]
     unknown = [name for name in getattr(cfg, "questions", ()) if name not in known]
     if unknown:
         raise ShardlabError(f"config [course] questions names unknown questions: {', '.join(unknown)} "
                             f"(known: {', '.join(known)})")
     chosen = {q.module for q in questions(cfg)}
-    owner = {p.id: q.module for q in registered() for p in q.parts} | {m: m for m in known}
+    owner = {p.id: q.module for q in pool for p in q.parts} | {m: m for m in known}
     bad = sorted(k for k in dict(cfg.points) if k not in owner)
     if bad:
         raise ShardlabError(f"config [points] names unknown parts: {', '.join(bad)} "
@@ -133,3 +200,9 @@ def answer_key(cfg) -> dict[str, dict]:
 def task_ids() -> dict[tuple[str, str], str]:
     """(module, function or class) -> task id, for the stub generator."""
     return {(p.module, p.function): p.id for p in all_parts() if p.function}
+
+
+def own_folder(question: Question) -> course_folders.QuestionFolder | None:
+    """The course folder a course's own question was loaded from; None for the package's."""
+    return next((course_folders.QuestionFolder(Path(path)) for path, q in _OWN.items()
+                 if q is question), None)

@@ -139,14 +139,21 @@ def allowed_paths() -> tuple[Path, ...]:
     return tuple(p for p in system + etc + sorted(prefixes) if os.path.lexists(p))
 
 
+def _is_grader_entry(name: str, grader: frozenset[str]) -> bool:
+    """The grader's, by its distribution's record or by its name (the record found
+    may be another copy's: a source tree's egg-info when the working directory is on sys.path)."""
+    return (name in grader or name.startswith("__editable__")
+            or (name.startswith("shardlab-") and name.endswith((".dist-info", ".egg-info"))))
+
+
 def _filtered_site_dirs() -> dict[Path, list[str]]:
     """site-packages folders holding grader entries -> the entries to keep."""
     grader = grader_entries()
     out = {}
     for d in _site_dirs():
         entries = os.listdir(d)
-        if any(e in grader for e in entries):
-            out[d] = sorted(e for e in entries if e not in grader and not e.startswith("__editable__"))
+        if any(_is_grader_entry(e, grader) for e in entries):
+            out[d] = sorted(e for e in entries if not _is_grader_entry(e, grader))
     return out
 
 
@@ -640,8 +647,8 @@ def _trial(namespaces: bool, scratch_in: str | None = None) -> str | None:
         try:
             os.close(read_fd)
             confine(None, keep=(write_fd,), namespaces=namespaces, scratch_in=scratch_in)
-            answer = _trial_answer(hidden, outside if not namespaces else None)
-            os.write(write_fd, answer.encode()[:300])
+            seen = _trial_answer(hidden, outside if not namespaces else None)
+            os.write(write_fd, seen.encode()[:300])
         except BaseException as exc:  # noqa: BLE001
             os.write(write_fd, str(exc).encode()[:300])
         os._exit(0)
@@ -653,7 +660,8 @@ def _trial(namespaces: bool, scratch_in: str | None = None) -> str | None:
     _, status = os.waitpid(pid, 0)
     if answer == b"ok":
         return None
-    return answer.decode("utf-8", "replace") or f"a trial sandbox failed (exit status {os.waitstatus_to_exitcode(status)})"
+    status_text = f"exit status {os.waitstatus_to_exitcode(status)}"
+    return answer.decode("utf-8", "replace") or f"a trial sandbox failed ({status_text})"
 
 
 def _trial_answer(hidden: Path, outside: str | None) -> str:

@@ -100,26 +100,28 @@ def _expand(rules: Rules) -> list[tuple[Path, int]]:
     way down, so what is left out stays out (a Landlock rule grants a whole
     hierarchy; nothing beneath can take it back). The folders on the way
     down may be listed, not read: what is left out shows its names only."""
-    holes = {p.resolve(): names for p, names in rules.read_except.items()}
+    holes = {os.path.realpath(p): names for p, names in rules.read_except.items()}
     out: list[tuple[Path, int]] = []
+    done: set[str] = set()                          # a folder reached twice (a venv's lib64 -> lib)
 
-    def allow(path: Path) -> None:
-        real = path.resolve()
-        inner = [h for h in holes if h == real or h.is_relative_to(real)]
-        if not inner:
-            out.append((path, READ))
+    def allow(real: str) -> None:                   # `real`: a resolved path
+        if real in done:
             return
+        done.add(real)
+        if not any(h == real or h.startswith(real.rstrip("/") + "/") for h in holes):
+            out.append((Path(real), READ))
+            return
+        out.append((Path(real), READ_DIR))       # listed (Python's importer lists every folder on its path)
+        left_out = holes.get(real, set())
         try:
-            entries = os.listdir(real)
+            with os.scandir(real) as entries:
+                for entry in entries:
+                    if entry.name not in left_out:
+                        allow(os.path.realpath(entry.path) if entry.is_symlink() else entry.path)
         except OSError:
             return
-        out.append((real, READ_DIR))       # listed (Python's importer lists every folder on its path)
-        left_out = holes.get(real, set())
-        for name in entries:
-            if name not in left_out:
-                allow(real / name)
     for path in rules.read:
-        allow(path)
+        allow(os.path.realpath(path))
     out += [(p, READ | FS_BY_ABI[5]) for p in rules.write]
     return out
 

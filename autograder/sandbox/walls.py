@@ -57,8 +57,8 @@ def required_walls(cfg, require: bool = False):
                             f"\"full\"), and this machine lacks it: {missing} (a set-up problem, not a "
                             f"submission's). {fix}")
     raise ShardlabError(f"grading refused: student code would run as your own user with your files in view "
-                        f"({'; '.join(walls.missing)}). {fix}; or, knowing that, set [grading] require_walls = "
-                        f"\"{UNSAFE}\" in the course config")
+                        f"({'; '.join(walls.missing)}; a set-up problem, not a submission's). {fix}; or, "
+                        f"knowing that, set [grading] require_walls = \"{UNSAFE}\" in the course config")
 
 
 # ---- why a wall is missing here, and what gives it -------------------------------------------

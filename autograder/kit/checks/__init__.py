@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import sys
 from functools import lru_cache
 
 from ..rank_comparison import StatesMatch
@@ -29,15 +30,27 @@ TRAINS_LIKE_ONE_PROCESS = StatesMatch()
 `buckets.DDP_TRAINS_LIKE_ONE_PROCESS` also names a missing broadcast)."""
 
 
+def _comparators(short: str, module) -> dict[str, object]:
+    return {f"{short}.{name}": value for name, value in vars(module).items() if name.isupper() and callable(value)}
+
+
 @lru_cache(maxsize=1)
-def _named() -> dict[str, object]:
-    """Every comparator by its name: this package's and each question module's upper-case names
-    (found once: the modules do not change while a process runs)."""
+def _in_package() -> dict[str, object]:
+    """This package's comparators and each of its question modules' (found once: its files do not
+    change while a process runs)."""
     found = {name: value for name, value in globals().items() if name.isupper()}
     for info in pkgutil.iter_modules(__path__):
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        found.update({f"{info.name}.{name}": value for name, value in vars(module).items() if name.isupper()
-                      and callable(value)})
+        found.update(_comparators(info.name, importlib.import_module(f"{__name__}.{info.name}")))
+    return found
+
+
+def _named() -> dict[str, object]:
+    """Every comparator by its name: the package's, and those of a course's own question loaded into
+    this package from its folder since (`checks.py`, imported as a module of this package)."""
+    found = dict(_in_package())
+    for name, module in list(sys.modules.items()):
+        if name.startswith(f"{__name__}.") and module is not None:
+            found.update(_comparators(name.rpartition(".")[2], module))
     return found
 
 

@@ -76,6 +76,9 @@ class RankContext:
     marks: list[dict] = field(default_factory=list)   # the student's marks, with the collective count then
     memo: dict = field(default_factory=dict)      # prepare -> report
     expects: StudentMessages = ANY_MESSAGES       # what the student half may send (`Scenario.expects`)
+    # process groups `prepare` made (a mesh's axes) that the student half may name, by name: its
+    # collectives run on them (`StudentContext.groups`)
+    groups: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -87,6 +90,9 @@ class StudentContext:
     module: str                 # the student module this call names (assignments/<module>.py)
     proxy: Any                  # autograder.sandbox.gloo.ranks.proxy.Proxy
     load: Callable[[str], Any]  # imports assignments/<module>.py
+    # the run's process groups by name (`RankContext.groups`), as student code passes them (`group=`):
+    # in a grading, handles the proxy sends to the trusted process by name; in the kit, the groups
+    groups: dict = field(default_factory=dict)
 
     def student(self):
         return self.load(self.module)
@@ -141,17 +147,12 @@ def record_mark(ctx: RankContext, header: dict) -> None:
         ctx.tracer.set_phase(fields["name"])
         return
     check(kind, Text(MARK_KIND_CHARS, expects.marks), "mark", "its kind")
-    check(fields, ANY_MARK if expects.marks is None else expects.marks[kind], f"{kind!r} mark")
+    check(fields, ANY_MARK if expects.marks is None else expects.marks[str(kind)], f"{kind!r} mark")
     if kind == "grad":
         ctx.tracer.gradient_ready(fields.get("param", -1))
     else:
         ctx.marks.append({"kind": kind, "at": fields.get("at"), "i": fields.get("i"), "k": fields.get("k"),
                           "seq": ctx.tracer.seq, "t": time.monotonic()})
-
-
-def check_result(ctx: RankContext, result: Any) -> None:
-    """`schema.Malformed` unless the student half's result has the shape its scenario declared."""
-    check(result, ctx.expects.result, "result", "the result")
 
 
 def register(cls):

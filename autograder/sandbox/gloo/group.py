@@ -37,6 +37,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from shardlab.autograder.core import course_folders
 from shardlab.autograder.core.phases import phase
 from shardlab.autograder.core.parts import Call
 from shardlab.autograder.kit.verdict import failure, unfinished
@@ -95,7 +96,10 @@ class ForkServer:
         self.results = os.fdopen(read_fd, "rb")
         self.reader = CappedReader(self.proc.stdout, self.output, self.printed)
         self.reader.start()
-        self.proc.stdin.write((json.dumps({"result_fd": write_fd, "modules": list(modules)}) + "\n").encode())
+        # the course's own scenarios (course folders this grader loaded): instructor code, imported by
+        # the server before it forks a rank, as the kit's are (`core.course_folders`)
+        first = {"result_fd": write_fd, "modules": list(modules), "files": course_folders.scenario_files()}
+        self.proc.stdin.write((json.dumps(first) + "\n").encode())
         self.proc.stdin.flush()
         self.ready = False
         self.lock = threading.Lock()           # one request to the server at a time (groups start from threads)
@@ -150,7 +154,8 @@ class WorkerGroup:
 
     def __init__(self, server: ForkServer, world_size: int):
         self.server, self.world_size = server, world_size
-        self.dir = private_folder("gloo")     # 0700: only the grader and its ranks
+        # 0700: only the grader and its ranks; a short name: its Unix socket's whole path must fit 108 bytes
+        self.dir = private_folder("g")
         self.pids: list[int] = []
         self.socks: list[socket.socket | None] = [None] * world_size
         self.buffers = [bytearray() for _ in range(world_size)]

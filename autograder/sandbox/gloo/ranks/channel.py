@@ -20,7 +20,7 @@ from typing import overload
 
 import torch
 
-from shardlab.autograder.kit.schema import MAX_DEPTH, Malformed, Shape, nesting_depth
+from shardlab.autograder.kit.schema import MAX_DEPTH, Malformed, Shape, Text, nesting_depth, shape_of
 
 FRAME = struct.Struct("!II")
 MAX_HEADER_BYTES = 1 << 20
@@ -30,6 +30,8 @@ MAX_PAYLOAD_BYTES = 1 << 28          # 256 MiB: the bucket benchmark moves tens 
 DTYPES: dict[object, torch.dtype] = {
     str(d): d for d in (torch.float32, torch.float64, torch.float16, torch.bfloat16,
                         torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)}
+# the fields that describe a tensor in a header (`kit.schema`)
+TENSOR_FIELDS = {"dtype": Text(choices=[str(k) for k in DTYPES]), "shape": Shape()}
 
 
 class ProtocolError(Exception):
@@ -106,9 +108,8 @@ def describe(t: torch.Tensor) -> dict:
 def tensor_from(meta: dict, data: bytes | bytearray | memoryview) -> torch.Tensor:
     """A fresh tensor from {"dtype", "shape"} and its bytes, checked."""
     dtype = DTYPES.get(meta.get("dtype"))
-    shape = meta.get("shape")
     try:
-        Shape().check(shape, "shape")
+        shape = shape_of(meta.get("shape"))
     except Malformed as exc:
         raise ProtocolError(f"not a tensor description: {exc}") from None
     if dtype is None:

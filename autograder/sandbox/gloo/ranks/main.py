@@ -15,7 +15,8 @@ before it imports any student code; it talks only to its rank's trusted
 process, over a socketpair. Protocol with the grader, all JSON lines:
 
 - stdin (grader -> server): first {"result_fd": fd, "modules": [extra
-  scenario modules]}, then {"spawn": {"world_size", "root", "namespaces",
+  scenario modules], "files": [[module name, file] of a course's own
+  scenarios]}, then {"spawn": {"world_size", "root", "namespaces",
   "socket", "store", "collective_seconds", "memory_bytes"}} per group.
 - result fd (server -> grader): {"ready": true}, then {"spawned": [pids]}
   per group (the trusted processes' pids; the first is the group's process
@@ -103,7 +104,8 @@ def _student_main(spec: dict, rank: int, sock: socket.socket) -> None:
     while (frame := proxy.next_run()) is not None:
         header, payload = frame
         run = header["run"]
-        ctx = StudentContext(rank, spec["world_size"], run["module"], proxy, _load_student)
+        ctx = StudentContext(rank, spec["world_size"], run["module"], proxy, _load_student,
+                             proxy.named_groups(run.get("groups", {})))
         try:
             tensors = unpack_tensors(run["tensors"], payload)
             value = plain(SCENARIOS[run["scenario"]].student(ctx, tensors, **run["args"]))
@@ -223,6 +225,19 @@ def _first_calls() -> None:
                 torch.cat([p.flatten(), p.grad.flatten()]).chunk(2)
 
 
+def _load_course_scenarios(files) -> None:
+    """A course's own scenarios, [module name, file] each (`core.course_folders.scenario_files`): instructor
+    code the grader loaded and checked already, imported here under the same names before any rank is
+    forked, so every rank's trusted and student halves find them in SCENARIOS as they find the kit's."""
+    import importlib.util
+    for name, path in files:
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None, path
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+
+
 def serve() -> None:
     first = json.loads(sys.stdin.readline())
     results = os.fdopen(first["result_fd"], "w", buffering=1)
@@ -230,6 +245,7 @@ def serve() -> None:
     preload()
     for extra in first.get("modules", ()):     # scenarios outside grading (the benchmark)
         importlib.import_module(extra)
+    _load_course_scenarios(first.get("files", ()))
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)      # the kernel reaps finished ranks
     results.write(json.dumps({"ready": True}) + "\n")
     for line in sys.stdin:

@@ -22,16 +22,26 @@ order, and the rank's error names the op, this rank's peer and the size.
 Every op the student's process did not wait for is waited for before the
 scenario reports (`drain`): a send nobody received fails the run instead of
 lingering into the next scenario of the worker group.
+
+A request is checked against `P2P_REQUEST` (the types and sizes of its
+fields: `schema.Malformed`) before anything reads it, then for what it asks
+(a peer of the group, a tag 0-7, a fresh id, a size under the cap:
+P2PRequestError); a wait's id must name an outstanding op (`wait`).
 """
 from __future__ import annotations
 
 import torch
 import torch.distributed as dist
 
-from shardlab.autograder.sandbox.gloo.ranks.channel import DTYPES, ProtocolError, tensor_from
+from shardlab.autograder.sandbox.gloo.ranks.channel import DTYPES, TENSOR_FIELDS, ProtocolError, tensor_from
+from shardlab.autograder.kit.schema import Bool, Fields, Int, Malformed, Text, check, shape_of
 from shardlab.autograder.kit.verdict import PAIRING_ADVICE
 
 P2P_REQUESTS = ("isend", "irecv")
+# an isend carries its tensor's dtype and shape, an irecv its buffer's ("recv"); which one a
+# request needs, and the values of peer, tag and id, are `PointToPoint.issue`'s to check
+P2P_REQUEST = Fields({"op": Text(choices=P2P_REQUESTS), "id": Int(), "peer": Int(), "tag": Int(),
+                      "async": Bool()}, {**TENSOR_FIELDS, "recv": Fields(TENSOR_FIELDS)})
 MAX_TAG = 7
 MAX_MESSAGE_BYTES = (1 << 28) - 1         # the channel's payload cap; also keeps the encoded tag an int32
 MAX_PENDING = 4096                        # unwaited ops of one run
@@ -50,8 +60,12 @@ def _buffer(meta) -> torch.Tensor:
     """The receive buffer {"dtype", "shape"} the student's process described."""
     if not isinstance(meta, dict):
         raise P2PRequestError("a recv without the shape and dtype of its buffer")
-    dtype, shape = DTYPES.get(meta.get("dtype")), meta.get("shape")
-    if dtype is None or not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
+    dtype = DTYPES.get(meta.get("dtype"))
+    try:
+        shape = shape_of(meta.get("shape"))
+    except Malformed as exc:
+        raise P2PRequestError(f"not a receive buffer: {exc}") from None
+    if dtype is None:
         raise P2PRequestError(f"not a receive buffer: {str(meta)[:200]}")
     numel = 1
     for s in shape:
@@ -70,7 +84,9 @@ class PointToPoint:
         self.pending_bytes = 0
 
     def issue(self, header: dict, payload: bytearray) -> None:
-        """Start the op; its answer waits for the student's wait."""
+        """Start the op; its answer waits for the student's wait. Malformed: the
+        request does not fit `P2P_REQUEST`."""
+        check(header, P2P_REQUEST, "point-to-point request")
         op, call_id, peer, tag = header.get("op"), header.get("id"), header.get("peer"), header.get("tag", 0)
         if not isinstance(call_id, int) or call_id in self.pending:
             raise P2PRequestError("a point-to-point op without a fresh id")

@@ -18,7 +18,10 @@ ranks, records it, and sends the result back. Semantics follow torch's:
   blocking `send` waits for its matching recv as with gloo itself. A recv's
   data is written into its tensor when its wait returns; `is_completed()` of
   a point-to-point op waits for it (a poll would spin until the deadline);
-- only the default group exists (`group=None`), of `world_size` ranks;
+- only the default group exists (`group=None`), of `world_size` ranks, plus
+  the groups a scenario made in its trusted half (a mesh's axes), which
+  the student half hands student code as `NamedGroup`s: a collective on
+  one names it, and the trusted process runs it on the real group;
 - `init_process_group` is a no-op (the group is already up);
   `get_rank`/`get_world_size` answer for this rank.
 
@@ -54,6 +57,32 @@ def _reduce_name(op: Any) -> str:
 def _check_group(group: Any) -> None:
     if group is not None and group is not getattr(dist.group, "WORLD", None):
         raise ValueError("only the default process group exists here (pass group=None)")
+
+
+class NamedGroup:
+    """A process group of the run (`RankContext.groups`) as the student's process holds it: its name
+    (what the trusted process is asked to use) and its ranks. Answers `size()` and `rank()` as a
+    torch ProcessGroup does."""
+
+    def __init__(self, name: str, ranks: list[int], rank: int):
+        self.name, self.ranks, self._rank = name, list(ranks), rank
+
+    def size(self) -> int:
+        return len(self.ranks)
+
+    def rank(self) -> int:
+        return self.ranks.index(self._rank) if self._rank in self.ranks else -1
+
+    def __repr__(self) -> str:
+        return f"<process group {self.name!r} of ranks {self.ranks}>"
+
+
+def _group_field(group: Any) -> dict:
+    """The request's "group" field: none for the default group, the name of a `NamedGroup`."""
+    if isinstance(group, NamedGroup):
+        return {"group": group.name}
+    _check_group(group)
+    return {}
 
 
 class Work:
@@ -110,6 +139,10 @@ class Proxy:
         self._cond = threading.Condition()
         self._reader = threading.Thread(target=self._read, daemon=True, name="collective replies")
         self._reader.start()
+
+    def named_groups(self, groups: dict) -> dict[str, NamedGroup]:
+        """The run's process groups ({name: ranks}, from the trusted process) as student code holds them."""
+        return {str(name): NamedGroup(str(name), list(ranks), self.rank) for name, ranks in groups.items()}
 
     # ---- the trusted process's messages ----------------------------------------------
     def _read(self) -> None:
@@ -169,39 +202,36 @@ class Proxy:
 
     # ---- torch.distributed's collectives ----------------------------------------------
     def all_reduce(self, tensor, op=dist.ReduceOp.SUM, group=None, async_op=False):
-        _check_group(group)
-        return self._issue("all_reduce", tensor, lambda r: _copy(tensor, r), async_op, reduce=_reduce_name(op))
+        return self._issue("all_reduce", tensor, lambda r: _copy(tensor, r), async_op, reduce=_reduce_name(op),
+                           **_group_field(group))
 
     def broadcast(self, tensor, src=None, group=None, async_op=False, group_src=None):
-        _check_group(group)
         src = src if src is not None else group_src
-        return self._issue("broadcast", tensor, lambda r: _copy(tensor, r), async_op, src=int(src))
+        return self._issue("broadcast", tensor, lambda r: _copy(tensor, r), async_op, src=int(src),
+                           **_group_field(group))
 
     def all_gather_into_tensor(self, output_tensor, input_tensor, group=None, async_op=False,
                                _name="all_gather_into_tensor"):
-        _check_group(group)
         return self._issue(_name, input_tensor, lambda r: _copy(output_tensor, r),
-                           async_op, out_shape=list(output_tensor.shape))
+                           async_op, out_shape=list(output_tensor.shape), **_group_field(group))
 
     def all_gather(self, tensor_list, tensor, group=None, async_op=False):
-        _check_group(group)
-        return self._issue("all_gather", tensor, lambda r: _split_into(tensor_list, r), async_op)
+        return self._issue("all_gather", tensor, lambda r: _split_into(tensor_list, r), async_op,
+                           **_group_field(group))
 
     def reduce_scatter_tensor(self, output, input, op=dist.ReduceOp.SUM, group=None, async_op=False,
                               _name="reduce_scatter_tensor"):
-        _check_group(group)
         return self._issue(_name, input, lambda r: _copy(output, r), async_op,
-                           reduce=_reduce_name(op), out_shape=list(output.shape))
+                           reduce=_reduce_name(op), out_shape=list(output.shape), **_group_field(group))
 
     def reduce_scatter(self, output, input_list, op=dist.ReduceOp.SUM, group=None, async_op=False):
-        _check_group(group)
+        extra = _group_field(group)
         whole = torch.cat([t.reshape(-1) for t in input_list])
         return self._issue("reduce_scatter", whole, lambda r: _copy(output, r), async_op,
-                           reduce=_reduce_name(op), out_shape=list(output.shape))
+                           reduce=_reduce_name(op), out_shape=list(output.shape), **extra)
 
     def barrier(self, group=None, async_op=False, device_ids=None):
-        _check_group(group)
-        return self._issue("barrier", None, lambda r: None, async_op)
+        return self._issue("barrier", None, lambda r: None, async_op, **_group_field(group))
 
     # ---- point to point ---------------------------------------------------------------
     def _p2p(self, op: str, tensor, peer, group, tag, write) -> P2PWork:
@@ -263,11 +293,13 @@ class Proxy:
             "barrier": self.barrier,
             "send": self.send, "recv": self.recv, "isend": self.isend, "irecv": self.irecv,
             "batch_isend_irecv": self.batch_isend_irecv, "P2POp": P2POp,
-            "get_rank": lambda group=None: rank, "get_world_size": lambda group=None: ws,
+            "get_rank": lambda group=None: group.rank() if isinstance(group, NamedGroup) else rank,
+            "get_world_size": lambda group=None: group.size() if isinstance(group, NamedGroup) else ws,
             "is_initialized": lambda: True, "is_available": lambda: True,
             "get_backend": lambda group=None: "gloo",
             "init_process_group": lambda *a, **k: None, "destroy_process_group": lambda *a, **k: None,
-            "get_process_group_ranks": lambda group=None: list(range(ws)),
+            "get_process_group_ranks": lambda group=None: (list(group.ranks) if isinstance(group, NamedGroup)
+                                                           else list(range(ws))),
         }
         # the flat forms keep the name the student called: the trace shows it
         for name in GATHER_INTO:
