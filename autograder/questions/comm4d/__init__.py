@@ -61,6 +61,9 @@ def _fsdp_args(cfg, rng):
     m, mesh, _, w = _course(cfg)
     yield dict(d_model=m.d_model, d_ff=m.d_ff, y=mesh.y, w_ici=w, m_x=mesh.m_x), False, "the course mesh"
     yield dict(d_model=EXAMPLE["d_model"], d_ff=EXAMPLE["d_ff"], y=EXAMPLE["y"], w_ici=w, m_x=1), True, ""
+    # public, so that the kit catches a time without the M factor before the grader does
+    yield (dict(d_model=EXAMPLE["d_model"], d_ff=EXAMPLE["d_ff"], y=EXAMPLE["y"], w_ici=w, m_x=2), True,
+           "X collectives over 2 mesh axes")
     yield dict(d_model=m.d_model, d_ff=m.d_ff, y=1, w_ici=w, m_x=1), False, "edge case: Y = 1, one mesh axis"
     for d, f, _ in model_shapes(rng, 5):
         mesh_args, _, w = _mesh(rng)
