@@ -63,7 +63,7 @@ def test_a_collective_one_rank_never_joins_fails_in_seconds_naming_rank_and_call
         with pytest.raises(ScenarioFailed) as failed:
             group.run("run_function", "probe", {"function": "only_rank0_reduces"}, seconds=30)
         pids = [p.pid for p in group._procs] if group._procs else []
-    assert time.monotonic() - start < 10
+    assert time.monotonic() - start < 5 * 3        # 5x: the 2 s collective timeout and the report, not 30 s
     assert failed.value.state == "hung"
     assert str(failed.value).startswith("rank 0 hung") and "all_reduce" in str(failed.value), str(failed.value)
     assert not any(_alive(pid) for pid in pids)

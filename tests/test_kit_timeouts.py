@@ -121,7 +121,7 @@ def test_a_call_that_swallows_the_interruption_is_still_stopped_by_the_outer_ala
     start = time.monotonic()
     with pytest.raises(Outer):
         call_within(swallows_once, {"n": 0}, 0.5)
-    assert time.monotonic() - start < 5
+    assert time.monotonic() - start < 5 * 1.5       # 5x the outer alarm's 1.5 s
 
 
 @pytest.mark.pure

@@ -29,14 +29,14 @@ def test_solutions_full_marks_stubs_zero(cfg, sessions):
 
 @pytest.mark.parametrize("fixture", DDP_FIXTURES, ids=lambda f: f.name)
 def test_wrong_bucketed_ddp_scores_as_declared(cfg, sessions, fixture, kit_runs):
-    assert_graded_as_declared(cfg, fixture, DISTRIBUTED, within_seconds=40, kit_runs=kit_runs)
+    assert_graded_as_declared(cfg, fixture, DISTRIBUTED, within_seconds=120, kit_runs=kit_runs)
     assert_nothing_left(sessions)
 
 
 @pytest.mark.parametrize("fixture", [f for f in DDP_FIXTURES if "4.1" in f.failing], ids=lambda f: f.name)
 def test_wrong_layouts_lose_4_1_as_declared(cfg, fixture):
     # the same fixtures' runs above follow their own layout and lose nothing for it (4.6)
-    assert_graded_as_declared(cfg, fixture, ("4.1",), within_seconds=60)
+    assert_graded_as_declared(cfg, fixture, ("4.1",), within_seconds=120)
 
 
 def test_trace_of_one_step_by_hand(sessions):

@@ -61,7 +61,7 @@ def test_wrong_submission_scores_as_declared(cfg, fixture):
     with assembled(fixture) as root:
         report = grade_folder(root, cfg, FAST, modules=fixture.modules)
     assert mismatches(report, fixture, full=False) == []
-    assert time.monotonic() - start < 60          # hangs fail in seconds, not minutes
+    assert time.monotonic() - start < 120         # hangs fail in seconds (5x a grading's), not minutes
     assert _children() == set()                   # nothing the submission started survives
 
 

@@ -36,7 +36,7 @@ def test_solutions_full_marks_stubs_zero(cfg):
 
 @pytest.mark.parametrize("fixture", [f for f in fixtures() if f.name in ANALYTIC_FIXTURES], ids=lambda f: f.name)
 def test_wrong_submission_scores_as_declared(cfg, fixture):
-    assert_graded_as_declared(cfg, fixture, ANALYTIC, within_seconds=60)
+    assert_graded_as_declared(cfg, fixture, ANALYTIC, within_seconds=120)
 
 
 def test_every_analytic_fixture_is_found():

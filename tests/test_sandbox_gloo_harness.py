@@ -102,7 +102,7 @@ def test_a_rank_stuck_in_python_is_killed_at_the_deadline(probe_submission, sess
     assert "rank 0 was running Python code" in hung.error
     assert skipped.error == "not run: an earlier spin run hung"
     assert ok.error is None                           # a fresh group carries on
-    assert seconds < 4 + 16                           # the deadline, two group starts, slack for load
+    assert seconds < 5 * (4 + 4)                      # 5x: the 4 s deadline and two group starts (about 2 s each)
     assert_nothing_left(sessions)
 
 
@@ -112,7 +112,7 @@ def test_a_skipped_collective_names_the_waiting_rank_and_collective(probe_submis
     assert stuck.error.startswith("rank 1 hung:")
     assert "[in all_reduce #1 (12 bytes, skip_on_rank0)]" in stuck.error
     assert ok.error is None
-    assert seconds < 10
+    assert seconds < 5 * 4          # 5x what it takes: two group starts and the run, not the 4 s deadline
     assert_nothing_left(sessions)
 
 
@@ -122,7 +122,7 @@ def test_a_dying_rank_fails_the_scenario_not_the_grader(probe_submission, sessio
     died, ok = run.outcomes
     assert died.error == "rank 1 ended its process before its first collective"
     assert ok.error is None
-    assert seconds < 10
+    assert seconds < 5 * 4          # 5x what it takes: two group starts and the run, not the 4 s deadline
     assert_nothing_left(sessions)
 
 
@@ -132,7 +132,7 @@ def test_mismatched_collectives_fail_fast_with_both_ranks_named(probe_submission
     assert "the ranks called different collectives" in bad.error
     assert "shape [2]" in bad.error and "shape [3]" in bad.error
     assert ok.error is None
-    assert seconds < 8                               # well before any collective timeout piles up
+    assert seconds < 5 * 4          # 5x: failing at the first mismatch, before collective timeouts pile up
     assert_nothing_left(sessions)
 
 
