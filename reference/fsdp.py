@@ -22,6 +22,16 @@ def allgather_seconds(unit_bytes: float, p: int, alpha: float, beta: float) -> f
     return alpha * math.log2(p) + unit_bytes / beta
 
 
+def standard_allgather_seconds(unit_bytes: float, p: int, alpha: float, beta: float) -> float:
+    """The literature's all-gather (recursive doubling; Thakur, Rabenseifner and Gropp,
+    2005): alpha * log2(p) + (p-1)/p * unit_bytes / beta, each device receiving the
+    (p-1)/p of the bytes it lacks (a ring pays (p-1) * alpha for the same bandwidth
+    term). 0 at p = 1 by itself. Not graded: the course's model (`allgather_seconds`)
+    drops the (p-1)/p factor, which is why it needs its p = 1 rule; the solutions
+    set the two side by side."""
+    return alpha * math.log2(p) + (p - 1) / p * unit_bytes / beta
+
+
 def forward_seconds(tokens: int, unit_params: int, flops_per_second: float) -> float:
     """2 FLOPs per parameter per token: 2 * tokens * unit_params / C."""
     return 2 * tokens * unit_params / flops_per_second
@@ -97,6 +107,13 @@ def worked(cfg) -> dict[str, Worked]:
             f"2 ** ((2 · {n(t)} / {sci(c)} − {b} / {sci(net.beta)}) · {n(unit)} / {sci(net.alpha)})",
             pmax, "no limit within float range" if math.isinf(pmax) else
             ("1: the bandwidth term alone already exceeds the forward" if pmax == 1.0 else f"{pmax:.4g} devices"))
+        if p > 1:       # the literature's form beside the course's (solutions only: keys "note_...")
+            std = standard_allgather_seconds(unit * b, p, net.alpha, net.beta)
+            out[f"note_allgather_standard_{key}"] = Worked(
+                f"all-gather of one unit with the standard (p−1)/p factor, {net.name}, p = {p}",
+                "α · log2(p) + (p−1)/p · b · P_unit / β",
+                f"{sci(net.alpha)} · log2({p}) + {p - 1}/{p} · {b} · {n(unit)} / {sci(net.beta)}", std,
+                f"{std * 1e3:.3f} ms")
         if p == 1:      # one device gathers nothing (the whole time is 0): nothing to hide, no token count
             out[f"allgather_{key}"] = Worked(
                 f"all-gather of one unit, {net.name}, p = {p}", "0 for p = 1", "nothing to gather", 0.0,

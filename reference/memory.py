@@ -4,6 +4,11 @@ Conventions (docs/spec.md): bytes throughout, GB = 1e9 bytes; FP32 = 4 bytes,
 BF16 = 2 bytes. Training state is FP32 master weights, FP32 accumulated
 gradients and two FP32 AdamW moments (16 bytes/param). Activations saved for
 backward are the BF16 inputs of each linear layer; no checkpointing.
+
+Autocast's BF16 weight casts are a term of their own (`weight_cast_bytes`):
+autograd saves them for backward too, but neither the training state (1.2)
+nor the activations (1.3) count them. The realism notes of `worked` (shown in
+the solutions only) set the graded answers beside what a real run needs.
 """
 from __future__ import annotations
 
@@ -14,6 +19,8 @@ from shardlab.reference.specs import BF16_BYTES, FP32_BYTES
 
 TRAINING_BYTES_PER_PARAM = 4 * FP32_BYTES   # master + grad + Adam m + Adam v
 ZERO_OPTIMIZER_BYTES_PER_PARAM = 12          # K: FP32 master copy + two FP32 moments
+WEIGHT_CAST_BYTES_PER_PARAM = BF16_BYTES      # autocast's BF16 copy of a weight, saved for backward
+FSDP_UNIT_BUFFERS = 3   # BF16 unit-sized buffers an FSDP device holds besides its shards (`fsdp_buffer_bytes`)
 
 
 def param_count(d_model: int, d_ff: int, num_blocks: int) -> int:
@@ -31,6 +38,16 @@ def activation_bytes(d_model: int, d_ff: int, num_blocks: int, tokens: int) -> i
     num_blocks * tokens * (d_model + d_ff) * 2. A block's output is the next
     block's input and is counted once; the last block's output is not saved."""
     return num_blocks * tokens * (d_model + d_ff) * BF16_BYTES
+
+
+def weight_cast_bytes(d_model: int, d_ff: int, num_blocks: int) -> int:
+    """Bytes of autocast's BF16 weight casts autograd saves for backward:
+    2 * (P - d_model * d_ff). A layer's backward needs its weight to compute
+    its input's gradient, so the cast is kept for every layer whose input
+    needs a gradient: every layer but the first, whose input is the data.
+    Measured on a real autocast step (`memory_measure`); not part of the
+    training state (1.2) nor of the activations (1.3)."""
+    return WEIGHT_CAST_BYTES_PER_PARAM * (param_count(d_model, d_ff, num_blocks) - d_model * d_ff)
 
 
 def devices_needed(total_bytes: float, device_bytes: float) -> int:
@@ -55,6 +72,23 @@ def min_fsdp_degree(state_bytes: float, activation_bytes: float, device_bytes: f
         return None
     q = (2 * s + a) / (2 * d - a)
     return q.numerator // q.denominator + 1
+
+
+def fsdp_buffer_bytes(d_model: int, d_ff: int) -> int:
+    """Bytes an FSDP device holds beside its shards while it runs one unit (one
+    linear layer, d_model * d_ff parameters), whatever the degree N, in BF16:
+    the unit's gathered weights, the next unit's weights being prefetched, and
+    the unit's unsharded gradient awaiting its reduce-scatter (gradient
+    communication is BF16): FSDP_UNIT_BUFFERS * 2 * d_model * d_ff. Question 1 (b)
+    leaves them out; the solutions' realism note counts them."""
+    return FSDP_UNIT_BUFFERS * BF16_BYTES * d_model * d_ff
+
+
+def min_fsdp_degree_with_buffers(state_bytes: float, activation_bytes: float, device_bytes: float,
+                                 buffer_bytes: float) -> int | None:
+    """Smallest n with (S + A/2)/n + A/2 + buffers < D: min_fsdp_degree on a
+    device whose capacity is smaller by the buffers, n > (2S + A) / (2(D - buffers) - A)."""
+    return min_fsdp_degree(state_bytes, activation_bytes, device_bytes - buffer_bytes)
 
 
 def zero_bytes_per_device(num_params: int, stage: int, n_dp: int) -> float:
@@ -116,4 +150,36 @@ def worked(cfg) -> dict[str, Worked]:
                                "N = floor((2·16P + act) / (2·capacity − act)) + 1",
                                f"floor(({n(2 * state)} + {n(act)}) / ({n(2 * tpu.capacity_bytes)} − {n(act)})) + 1",
                                n_fsdp, f"N = {n_fsdp} ({gb(per_dev)} per device)")
+    out.update(_realism_notes(cfg, p, state, act, n_fsdp))
+    return out
+
+
+def _realism_notes(cfg, p: int, state: int, act: int, n_fsdp: int | None) -> dict[str, Worked]:
+    """What (a) and (b) leave out on purpose, with the realistic figure beside the graded
+    one (keys "note_...": the solutions print them, answers.toml does not ask for them)."""
+    m, tpu = cfg.model, cfg.fsdp_device
+    d, f, layers = m.d_model, m.d_ff, m.num_blocks
+    casts = weight_cast_bytes(d, f, layers)
+    buffers = fsdp_buffer_bytes(d, f)
+    cap = tpu.capacity_bytes
+    out = {
+        "note_weight_casts": Worked(
+            "autocast's BF16 weight casts, saved for backward (every layer's but the first)",
+            "2 · (P − D·F)", f"2 · ({n(p)} − {n(d)} · {n(f)})", casts, gb(casts)),
+        "note_fsdp_buffers": Worked(
+            "BF16 buffers of one FSDP device beside its shards: a unit gathered, the next prefetched, "
+            "a unit's unsharded gradient", "3 · 2 · D · F", f"3 · 2 · {n(d)} · {n(f)}", buffers, gb(buffers)),
+    }
+    if n_fsdp is not None:
+        headroom = cap - fsdp_bytes_per_device(state, act, n_fsdp)
+        out["note_fsdp_headroom"] = Worked(
+            f"headroom one {tpu.name} keeps at N = {n_fsdp}", "capacity − ((16P + act/2) / N + act/2)",
+            f"{n(cap)} − (({n(state)} + {n(act // 2)}) / {n_fsdp} + {n(act // 2)})", headroom, gb(headroom))
+    n_real = min_fsdp_degree_with_buffers(state, act, cap, buffers)
+    out["note_n_fsdp_buffers"] = Worked(
+        f"smallest N with the buffers counted, memory < {tpu.name} ({tpu.capacity_gb:g} GB)",
+        "N = floor((2·16P + act) / (2·(capacity − buffers) − act)) + 1",
+        f"floor(({n(2 * state)} + {n(act)}) / (2 · ({n(cap)} − {n(buffers)}) − {n(act)})) + 1", n_real,
+        "no FSDP degree fits: the replicated activations and the buffers alone exceed one device"
+        if n_real is None else f"N = {n_real}")
     return out

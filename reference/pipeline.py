@@ -25,7 +25,7 @@ from fractions import Fraction
 
 from shardlab.reference.comm4d import forward_flops
 from shardlab.reference.derivation import Worked, gb, n, sci
-from shardlab.reference.memory import activation_bytes
+from shardlab.reference.memory import activation_bytes, devices_needed, param_count, training_state_bytes
 from shardlab.reference.specs import BF16_BYTES
 
 SCHEDULES = {"afab": "GPipe: all forwards, then all backwards", "gpipe": "GPipe (same as 'afab')",
@@ -203,4 +203,27 @@ def worked(cfg) -> dict[str, Worked]:
                 f"{name}: activations held by the {where} stage (s = {stage})",
                 f"{formula} · (L/p) · T_mb · (D + F) · 2", f"{k} · {n(one_mb)}", b,
                 f"{k} micro-batch{'es' if k != 1 else ''}, {gb(b)}")
+    out.update(_realism_notes(cfg, out["act_1f1b_first"].value))
     return out
+
+
+def _realism_notes(cfg, act_first: int) -> dict[str, Worked]:
+    """What one stage needs besides the activations (c) counts, against one device (keys
+    "note_...": the solutions print them, answers.toml does not ask for them). Question 5
+    isolates the schedule: "one stage per device" holds only where a stage's training
+    state fits one, which for a large model it does not."""
+    mod, pipe = cfg.model, cfg.pipeline
+    gpu = pipe.device                  # the device each stage runs on
+    p = pipe.stages
+    stage_params = param_count(mod.d_model, mod.d_ff, mod.num_blocks // p)
+    state = training_state_bytes(stage_params)
+    devices = devices_needed(state + act_first, gpu.capacity_bytes)
+    return {
+        "note_stage_state": Worked(
+            "training state of one stage (FP32 weights, gradients, two Adam moments)", "16 · P / p",
+            f"16 · {n(param_count(mod.d_model, mod.d_ff, mod.num_blocks))} / {p}", state, gb(state)),
+        "note_stage_devices": Worked(
+            f"{gpu.name}s one stage needs, with 1F1B's first-stage activations",
+            f"ceil((16P/p + act) / {gpu.capacity_gb:g} GB)", f"ceil(({n(state)} + {n(act_first)}) / {n(gpu.capacity_bytes)})",
+            devices, f"{devices} × {gpu.name}"),
+    }

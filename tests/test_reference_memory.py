@@ -33,6 +33,9 @@ def test_worked_answers_match(cfg):
     assert (w["params"].value, w["state"].value, w["activations"].value) == (P, STATE, ACT)
     assert (w["gpus_state"].value, w["gpus_total"].value, w["n_fsdp"].value) == (44, 45, 61)
     assert "3,517.58 GB" in w["state"].shown and "71.87 GB" in w["activations"].shown
+    # the solutions' realism notes (test_xxl_weight_casts_and_fsdp_buffers derives them)
+    assert (w["note_weight_casts"].value, w["note_n_fsdp_buffers"].value) == (437_952_446_464, 67)
+    assert "437.95 GB" in w["note_weight_casts"].shown and "0.81 GB" in w["note_fsdp_headroom"].shown
 
 
 def test_edge_cases():
@@ -53,10 +56,52 @@ def test_zero_stages():
         ref.zero_bytes_per_device(p, 4, n)
 
 
-@pytest.mark.parametrize("d, f, layers, t", [(8, 24, 3, 5), (16, 40, 2, 7), (24, 64, 4, 0)])
-def test_real_step_matches_the_formulas(d, f, layers, t):
-    """Principle 3: the accounting agrees exactly with a measured BF16 step."""
-    measured = measure_training_step(d, f, layers, t)
-    assert measured.num_params == 2 * d * f * layers
-    assert measured.state_bytes == 16 * 2 * d * f * layers
-    assert measured.activation_bytes == layers * t * (d + f) * 2
+# (d, f, blocks, tokens): P = 2·d·f·blocks; state 16P; activations blocks·T·(d + f)·2; the weight casts
+# 2·(P − d·f) (every layer's but the first); AdamW's step counters 4 bytes per weight matrix, 4·2·blocks.
+REAL_STEPS = [
+    # P = 1152: 18,432; 3·5·32·2 = 960; 2·(1152 − 192) = 1920; 24
+    ((8, 24, 3, 5), (1152, 18_432, 960, 1920, 24)),
+    # P = 2560: 40,960; 2·7·56·2 = 1568; 2·(2560 − 640) = 3840; 16
+    ((16, 40, 2, 7), (2560, 40_960, 1568, 3840, 16)),
+    # P = 12,288: 196,608; no tokens, no activations; 2·(12,288 − 1536) = 21,504; 32
+    ((24, 64, 4, 0), (12_288, 196_608, 0, 21_504, 32)),
+]
+
+
+@pytest.mark.parametrize("shape, want", REAL_STEPS, ids=lambda v: str(v))
+def test_a_real_autocast_step_is_every_term_of_the_accounting(shape, want):
+    """docs/spec.md, question 1: a real torch.autocast BF16 step with torch.optim.AdamW, every
+    byte autograd saves sorted into the weight casts and the activations, each term as derived."""
+    measured = measure_training_step(*shape)
+    params, state, act, casts, steps = want
+    assert measured.num_params == params
+    assert measured.state_bytes == state                    # FP32 weights + gradients + two moments
+    assert measured.activation_bytes == act                 # the BF16 input of every linear layer
+    assert measured.weight_cast_bytes == casts              # a term of its own, 2 B/param but the first layer's
+    assert measured.optimizer_step_bytes == steps
+    assert measured.saved_bytes == act + casts              # nothing else is saved for backward
+
+
+@pytest.mark.parametrize("shape, want", REAL_STEPS, ids=lambda v: str(v))
+def test_the_formulas_predict_the_measured_terms(shape, want):
+    """The reference's formulas, graded (1.1-1.3) and not (the casts), against the same step."""
+    d, f, layers, t = shape
+    measured = measure_training_step(*shape)
+    p = ref.param_count(d, f, layers)
+    assert (p, ref.training_state_bytes(p), ref.activation_bytes(d, f, layers, t)) == \
+        (measured.num_params, measured.state_bytes, measured.activation_bytes)
+    assert ref.weight_cast_bytes(d, f, layers) == measured.weight_cast_bytes
+
+
+def test_xxl_weight_casts_and_fsdp_buffers():
+    """XXL: casts 2·(P − D·F) = 2·(219,848,638,464 − 872,415,232) = 437,952,446,464 bytes (437.95 GB).
+    Three BF16 unit buffers, 3·2·872,415,232 = 5,234,491,392. With them (b)'s inequality on a
+    95 GB device: N > (2S + A) / (2·(95e9 − 5,234,491,392) − A) = 7,107,030,024,192 / 107,657,423,872
+    = 66.02, so N = 67 (66 gives 107,657,423,872 · 66 = 7,105,389,975,552 < 2S + A: too few)."""
+    assert ref.weight_cast_bytes(16384, 53248, 126) == 437_952_446_464
+    assert ref.fsdp_buffer_bytes(16384, 53248) == 5_234_491_392
+    assert ref.min_fsdp_degree_with_buffers(STATE, ACT, 95 * 10**9, 5_234_491_392) == 67
+    # at the graded N = 61: 95e9 − (3,553,515,012,096 / 61 + 35,936,796,672) = 808,858,867.4 bytes free,
+    # less than one gathered BF16 layer, 2·872,415,232 = 1,744,830,464
+    headroom = 95e9 - ref.fsdp_bytes_per_device(STATE, ACT, 61)
+    assert abs(headroom - 808_858_867.4) < 1 and headroom < 1_744_830_464

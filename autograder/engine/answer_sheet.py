@@ -11,7 +11,8 @@ pseudo-question "answers" in the report and in the otter zip.
 
 Which numbers a question asks for is read off its worked derivations: every
 numeric answer of the handout, except the other overlap convention and the
-batch per data shard in question 3, which the handout does not ask for. Only
+batch per data shard in question 3, which the handout does not ask for, and
+the solutions' realism notes (keys "note_..."). Only
 with a course secret (`[course].secret`) is anything graded.
 
 Whose variant: on Gradescope, the submitters named by its
@@ -51,11 +52,13 @@ ROSTER_FILE = "shardlab-roster.csv"   # in the autograder zip, beside the course
 
 
 def _asked(key: str, cfg) -> bool:
-    """Question 3 asks for B/N and B in the course's overlap convention only."""
+    """Question 3 asks for B/N and B in the course's overlap convention only; no
+    question asks for a realism note (a key "note_...": what a real run needs beside
+    the graded answer, printed in the solutions only)."""
     conv = "overlap" if cfg.mesh.overlap else "summed"
     if key.startswith(("overlap_", "summed_")):
         return key in (f"{conv}_per_chip", f"{conv}_batch")
-    return key not in ("whole", "x_opt")
+    return key not in ("whole", "x_opt") and not key.startswith("note_")
 
 
 def answer_sheet(cfg) -> dict[str, dict[str, Worked]]:

@@ -92,5 +92,8 @@ def failure(world_size: int, failed: dict, where: list, last: list) -> tuple[str
             detail = " ".join(text.replace(PAIRING_ADVICE, "").split())
             return "hung", f"rank {first} hung: {deadlock_of_sends(cycle)}. Rank {first}: {detail}"
         return "hung", f"rank {first} hung: {text}"
-    clean = len(failed) == world_size and all(v[1]["collectives"] == 0 for v in failed.values())
+    # clean: the group can run the next scenario; not when a rank's trusted half failed the run while
+    # its student process was still in it (`mid_run`): that process's leftover frames would be read next
+    clean = len(failed) == world_size and all(v[1]["collectives"] == 0 and not v[1].get("mid_run")
+                                              for v in failed.values())
     return ("clean-error" if clean else "error"), f"rank {first}: {text}"

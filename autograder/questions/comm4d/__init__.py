@@ -132,6 +132,17 @@ NO_M_MSG = ("matches leaving out the M factor: a collective over an axis spannin
             "uses M sets of bidirectional links, V / (W_ici · M) seconds")
 
 
+SHORTCUT_MSG = ("matches the TPU Scaling Book's takeaway B/N > α²/(M_X·M_Y·F) (α = C/W_ici), times N: the "
+                "book derives it at its optimal FSDP degree X = X_opt, the X that balances the FSDP and TP "
+                "comms, and it holds only there; this mesh's X and Y are given, so solve math against comms "
+                "for them")
+
+
+def _shortcut(d, f, x, y, c, w, mx, my, overlap=True):
+    # the book's per-chip takeaway for any mesh, whatever its X (and either convention), times N = X·Y
+    return x * y * ref.scaling_book_takeaway_per_chip(f, c, w, mx, my)
+
+
 def _scaled(value, divisor):
     return None if value is None else value / divisor
 
@@ -184,6 +195,7 @@ PARTS = (
                       ("no M factor", NO_M_MSG,
                        lambda d, f, x, y, c, w, mx, my, *rest:
                            ref.min_batch_compute_bound(d, f, x, y, c, w, 1, 1, *rest)),
+                      ("Scaling Book shortcut", SHORTCUT_MSG, _shortcut),
                   ), description="smallest global batch (tokens) at which one block is compute bound"),
     function_part("3.6", M, "block_collective_bytes", ref.block_collective_bytes, 2, _volume_args,
                   Compare("int_dict"),

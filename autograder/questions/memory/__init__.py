@@ -151,6 +151,9 @@ PARTS = (
                       ("20 bytes/param", "matches 20 bytes/param: the training state here is the FP32 "
                        "weights, gradients and two moments only; no extra BF16 copy is counted",
                        lambda p: 20 * p),
+                      ("weight casts counted", "matches 18 bytes/param, the training state with autocast's "
+                       "BF16 weight casts added: autograd saves those casts for backward, but they are a "
+                       "term of their own, outside the training state", lambda p: 18 * p),
                   ), description="FP32 training state"),
     function_part("1.3", M, "activation_bytes", ref.activation_bytes, 2, _activation_args, EXACT_INT,
                   misconceptions=(
@@ -183,6 +186,10 @@ PARTS = (
 
 
 # ---- 1.8: the formulas against a real training step --------------------------
+# The measurement (`reference.memory_measure`) sorts every byte the step keeps into named
+# terms; the student's formulas are graded on the state and the activations, their meaning
+# unchanged. The weight casts and AdamW's step counters, terms of their own, are checked
+# against the reference's formulas by tests/test_reference_memory.py.
 
 REAL_RUN_SHAPES = ((8, 24, 3, 5), (16, 40, 2, 7), (24, 64, 4, 3))
 
@@ -194,7 +201,7 @@ def _real_run_cases(cfg, rng):
         calls = (Call(M, "param_count", dict(d_model=d, d_ff=f, num_blocks=layers)),
                  Call(M, "training_state_bytes", dict(num_params=measured.num_params)),
                  Call(M, "activation_bytes", dict(d_model=d, d_ff=f, num_blocks=layers, tokens=t)))
-        out.append(Case(calls, public=i == 0, note="measured from a real BF16 step with AdamW"))
+        out.append(Case(calls, public=i == 0, note="measured from a real autocast BF16 step with AdamW"))
     return out
 
 
@@ -207,9 +214,10 @@ def _real_run_expect(case: Case) -> list:
 REAL_RUN = Part(
     id="1.8", title="real-run check", module=M, points=3,
     cases=_real_run_cases, expect=_real_run_expect, compare=EXACT_INT,
-    description=("a real mixed-precision step on a tiny FFN: parameter elements, bytes of FP32 "
-                 "weights + gradients + AdamW moments, and bytes autograd saved for backward "
-                 "must equal param_count, training_state_bytes and activation_bytes"),
+    description=("a real mixed-precision step on a tiny FFN (a torch.autocast BF16 forward and backward, "
+                 "a torch.optim.AdamW step): parameter elements, bytes of FP32 weights + gradients + AdamW "
+                 "moments, and bytes autograd saved for backward other than autocast's BF16 weight casts "
+                 "(a term of their own) must equal param_count, training_state_bytes and activation_bytes"),
 )
 
 WRITTEN = (

@@ -1,0 +1,155 @@
+"""The content is honest to the literature (issue 33, docs/spec.md): each graded convention
+that departs from the literature is named beside it, each premise of a question comes with
+its realistic figure in the solutions, the Scaling Book's shortcut is a recognised mistake,
+each case label tells the truth, and no feedback calls the graded rule PyTorch's.
+Numbers derived here by hand."""
+import ast
+import math
+import re
+
+import pytest
+
+from shardlab.autograder.core import content
+from shardlab.autograder.core.parts import Call, Case, alternatives
+from shardlab.autograder.engine.plan import find_part, part_cases
+from shardlab.autograder.publish.render import render_markdown
+from shardlab.autograder.questions import all_parts
+from shardlab.reference import comm4d, fsdp, pipeline
+from shardlab.reference.config import load_config
+
+pytestmark = pytest.mark.pure
+
+
+@pytest.fixture(scope="module")
+def documents():
+    cfg = load_config()
+    return {"handout": render_markdown(cfg, False), "solutions": render_markdown(cfg, True)}
+
+
+# ---- conventions named beside the literature's -------------------------------------------
+
+NAMED = {
+    # Megatron-LM's "bubble time fraction" is the course's bubble ratio
+    "bubble time fraction": ("handout", "solutions"),
+    "Megatron-LM": ("handout", "solutions"),
+    # the all-gather model leaves out the standard factor; the solutions give it
+    "the literature's: the standard costs of an all-gather": ("handout",),
+    "(p−1)/p · m/β (recursive doubling)": ("solutions",),
+    # the DDP overhead model's assumptions, stated as such
+    "the calls run one after another": ("handout",),
+    "the all-reduce calls are serialised": ("solutions",),
+    # PyTorch DDP's own bucketing
+    "caps its first bucket at 1 MiB": ("handout", "solutions"),
+    "closes a bucket once it *reaches* the cap": ("handout",),
+    # the Scaling Book's two editions, where 3.5 states its convention
+    "Editions of the TPU Scaling Book differ here": ("handout", "solutions"),
+    # autocast's weight casts, a term of their own
+    "Autocast's weight casts, a term of their own": ("handout", "solutions"),
+}
+
+
+@pytest.mark.parametrize("text", NAMED)
+def test_each_convention_is_named_where_it_is_taught(documents, text):
+    for doc in NAMED[text]:
+        assert text in documents[doc], f"{text!r} missing from the {doc}"
+
+
+def test_the_handout_no_longer_calls_the_casts_transient_nor_credits_the_lecture(documents):
+    handout = documents["handout"]
+    assert "made on the fly" not in handout
+    assert "as the lecture's example does" not in handout
+    assert "because this problem says so" in handout
+
+
+def test_sequence_parallelism_in_the_3d_rubric_with_what_it_buys(documents):
+    solutions = documents["solutions"]
+    rubric = solutions[solutions.index("**Rubric"):solutions.index("## Question 4")]
+    assert "Sequence parallelism" in rubric
+    assert "activation memory" in rubric and "not a smaller batch" in rubric
+    assert "Sequence parallelism" not in documents["handout"]
+
+
+# ---- realism notes: in the solutions with their numbers, never in the handout ----------------
+
+REALISM = {
+    # memory: 2·(P − D·F) = 437,952,446,464; 0.81 GB of headroom at N = 61; N = 67 with three unit buffers
+    "437.95 GB": "the autocast weight casts of XXL",
+    "0.81 GB (808,858,867 bytes)": "the headroom at the graded FSDP degree",
+    "**N = 67**": "the FSDP degree counting the gathered, prefetched and gradient buffers",
+    # pipeline: 16·219,848,638,464/6 = 586,263,035,904; with 71,873,593,344 of activations, 8.2 H100s -> 9
+    "586.26 GB (586,263,035,904 bytes)": "one stage's training state",
+    "**9 × H100**": "the H100s one stage needs",
+    # comm4d: (4.6e14/1.8e11)^2 / (2·1·53,248) = 6,530,864.2 / 106,496 = 61.33 tokens per chip
+    "61.3 tokens per chip": "the Scaling Book's takeaway",
+    # fsdp: 5e-6·3 + 7/8·1,744,830,464/4.5e11 = 1.5e-5 + 3.3927e-3 = 3.408 ms
+    "**3.408 ms**": "the standard all-gather within a node",
+}
+
+
+@pytest.mark.parametrize("number", REALISM)
+def test_each_realism_note_is_in_the_solutions_only(documents, number):
+    assert number in documents["solutions"], REALISM[number]
+    assert number.strip("*") not in documents["handout"], REALISM[number]
+
+
+def test_realism_numbers_by_hand(cfg):
+    assert pipeline.worked(cfg)["note_stage_state"].value == 16 * 219_848_638_464 // 6 == 586_263_035_904
+    assert pipeline.worked(cfg)["note_stage_devices"].value == math.ceil((586_263_035_904 + 71_873_593_344) / 80e9) == 9
+    assert comm4d.scaling_book_takeaway_per_chip(53248, 4.6e14, 1.8e11, 2, 1) == pytest.approx(61.327, rel=1e-4)
+    assert fsdp.standard_allgather_seconds(2 * 872_415_232, 8, 5e-6, 4.5e11) == pytest.approx(3.4077e-3, rel=1e-4)
+    assert fsdp.standard_allgather_seconds(1000, 1, 5e-6, 4.5e11) == 0.0      # the factor alone gives 0 at p = 1
+
+
+# ---- the Scaling Book's shortcut on 3.5 ----------------------------------------------------
+
+def test_the_optimal_x_shortcut_is_named_on_3_5():
+    """D = 4096, F = 16384, X = 8, Y = 2, C = 1.97e14, W = 9e10, M_X = 2, M_Y = 1 (overlapped):
+    B = X·C/(W·M_X) = 8·1.97e14/1.8e11 = 8,755.6 tokens. The takeaway: α = C/W = 2,188.9,
+    α²/(M_X·M_Y·F) = 4,791,111/32,768 = 146.2 tokens per chip, times N = 16: 2,339.4."""
+    part = find_part("3.5")
+    args = dict(d_model=4096, d_ff=16384, x=8, y=2, flops_per_second=1.97e14, w_ici=9e10, m_x=2, m_y=1)
+    case = Case((Call("comm4d", "min_batch_compute_bound", args),), True, "")
+    assert part.expect(case)[0] == pytest.approx(8_755.56, rel=1e-5)
+    named = {m.name: v for m, v in alternatives(part, case, part.expect(case))}
+    assert named["Scaling Book shortcut"][0] == pytest.approx(16 * (1.97e14 / 9e10) ** 2 / (2 * 16384), rel=1e-12)
+    message = next(m.message for m in part.misconceptions if m.name == "Scaling Book shortcut")
+    assert "X = X_opt" in message and "Scaling Book" in message
+
+
+# ---- labels tell the truth -----------------------------------------------------------------
+
+@pytest.mark.parametrize("course", [None, content.folder("reference") / "courses" / "a100.toml"])
+def test_a_past_float_range_label_is_only_on_an_infinite_answer(course):
+    """The shipped course's intra-node count is 2^669.8 = 4.2e201, a float: not past float range."""
+    cfg = load_config(course)
+    if "2.4" not in {p.id for p in all_parts(cfg)}:
+        pytest.skip("the course does not set question 2")
+    part = find_part("2.4")
+    for case in part_cases(cfg, "2.4"):
+        [value] = part.expect(case)
+        assert ("past float range" in case.group) == math.isinf(value), (case.group, value)
+        if "astronomically" in case.group:
+            assert 1e12 < value < math.inf
+
+
+# ---- feedback never calls the graded rule PyTorch's ----------------------------------------
+
+CLAIM = re.compile(r"\b(PyTorch|DDP|torch)\b[^.;:]*\b(does|fills|assigns|closes|orders|buckets)\b", re.I)
+
+
+def _kit_check_texts() -> list[str]:
+    texts = []
+    for path in sorted((content.folder("autograder") / "kit" / "checks").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        texts += [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)
+                  and isinstance(node.value, str) and len(node.value) > 20]
+    return texts
+
+
+def test_no_feedback_says_the_graded_rule_is_pytorchs():
+    messages = [m.message for p in all_parts() for m in p.misconceptions] + _kit_check_texts()
+    assert messages
+    claims = [m for m in messages if CLAIM.search(m)]
+    assert claims == []
+    # the wording this replaced would be caught
+    assert CLAIM.search("matches filling buckets in forward order: DDP fills them from the last parameter")
