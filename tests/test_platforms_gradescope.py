@@ -100,7 +100,7 @@ def test_setup_installs_no_browser_pdf_or_r_toolchain(autograder_zip):
 def test_the_image_is_secured_probed_and_warm(image, otter_env):
     cache = image / "shardlab-cache"
     files = sorted(p.name for p in cache.iterdir())
-    assert "data-seed-key" in files and any(f.startswith("fsdp2-") for f in files), files
+    assert "data-seed-keys" in files and any(f.startswith("fsdp2-") for f in files), files
     installed = next(otter_env.glob("lib/python3*/site-packages/shardlab/reference"))
     for path in (cache, image / "shardlab-course.toml", *image.glob("shardlab-*.whl"), installed,
                  *installed.rglob("*.py")):
