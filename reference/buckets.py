@@ -7,7 +7,9 @@ as PyTorch DDP's `bucket_cap_mb`. The cost model: a model of s bytes of
 gradients in n_b equal buckets; every all-reduce call costs o seconds of
 overhead plus its bytes / w; compute per bucket equals communication per
 bucket, so all transfers hide behind the backward pass except the last
-bucket's: overhead(n_b) = n_b * o + s / (n_b * w).
+bucket's: overhead(n_b) = n_b * o + s / (n_b * w). These are the model's
+assumptions (each bucket's compute equals its transfer time, the calls run
+one after another), which the handout states as such.
 """
 from __future__ import annotations
 
@@ -21,7 +23,9 @@ def assign_buckets(param_bytes: list[int], bucket_bytes: float) -> list[list[int
     """Indices into param_bytes grouped into buckets, filled in reverse order
     (the order backward produces gradients): a parameter joins the current
     bucket unless that would make it exceed bucket_bytes; then it starts a
-    new one. A parameter larger than the cap therefore sits alone."""
+    new one. A parameter larger than the cap therefore sits alone. The course's
+    rule, not PyTorch DDP's (which assigns in forward order and reverses the
+    buckets, closes a bucket once it reaches the cap, and caps the first at 1 MiB)."""
     buckets: list[list[int]] = []
     filled = 0.0
     for i in reversed(range(len(param_bytes))):

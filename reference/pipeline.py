@@ -12,7 +12,7 @@ of [tokens_per_microbatch, d_model] (bytes_per_value = 2).
 The idle time of a GPipe or 1F1B step is p - 1 slots of (t_f + t_b) on every
 stage, out of m + p - 1 slots in all. Two conventions name it:
   bubble fraction = idle / step time  = (p-1) / (m+p-1)    (always < 1)
-  bubble ratio    = idle / ideal time = (p-1) / m           (the memory notes')
+  bubble ratio    = idle / ideal time = (p-1) / m           (Megatron-LM's "bubble time fraction")
 They differ in the denominator only: the ratio compares the bubble with the
 m useful slots, the fraction with the whole step, so fraction = ratio / (1 + ratio).
 
@@ -224,6 +224,7 @@ def _realism_notes(cfg, act_first: int) -> dict[str, Worked]:
             f"16 · {n(param_count(mod.d_model, mod.d_ff, mod.num_blocks))} / {p}", state, gb(state)),
         "note_stage_devices": Worked(
             f"{gpu.name}s one stage needs, with 1F1B's first-stage activations",
-            f"ceil((16P/p + act) / {gpu.capacity_gb:g} GB)", f"ceil(({n(state)} + {n(act_first)}) / {n(gpu.capacity_bytes)})",
+            f"ceil((16P/p + act) / {gpu.capacity_gb:g} GB)",
+            f"ceil(({n(state)} + {n(act_first)}) / {n(gpu.capacity_bytes)})",
             devices, f"{devices} × {gpu.name}"),
     }

@@ -65,7 +65,7 @@ def test_sequence_parallelism_in_the_3d_rubric_with_what_it_buys(documents):
     solutions = documents["solutions"]
     rubric = solutions[solutions.index("**Rubric"):solutions.index("## Question 4")]
     assert "Sequence parallelism" in rubric
-    assert "activation memory" in rubric and "not a smaller batch" in rubric
+    assert "What it buys is activation memory" in rubric and "does not buy is a smaller batch" in rubric
     assert "Sequence parallelism" not in documents["handout"]
 
 
@@ -125,9 +125,12 @@ def test_a_past_float_range_label_is_only_on_an_infinite_answer(course):
     if "2.4" not in {p.id for p in all_parts(cfg)}:
         pytest.skip("the course does not set question 2")
     part = find_part("2.4")
+    groups = {case.group for case in part_cases(cfg, "2.4")}
+    assert course is not None or "edge case: astronomically many devices, within float range" in groups
     for case in part_cases(cfg, "2.4"):
         [value] = part.expect(case)
-        assert ("past float range" in case.group) == math.isinf(value), (case.group, value)
+        if "past float range" in case.group:
+            assert math.isinf(value), (case.group, value)
         if "astronomically" in case.group:
             assert 1e12 < value < math.inf
 

@@ -30,8 +30,9 @@ def diagram_png(cfg, name: str, to_scale: bool) -> bytes:
 @lru_cache(maxsize=64)
 def _png(cfg, name: str, to_scale: bool) -> bytes:
     plt = pyplot()
-    # a course's own question's figures too: its folder was loaded after this module (`questions`)
-    fig = next(d for q in registered() for d in q.figures if d.name == name).draw(cfg, to_scale)
+    # or a course's own question's: its folder was loaded after this module (`questions.own_questions`)
+    diagram = DIAGRAMS.get(name) or next(d for q in registered() for d in q.figures if d.name == name)
+    fig = diagram.draw(cfg, to_scale)
     fit_texts(fig)          # a course's long numbers never push a title past the figure's edge
     buf = io.BytesIO()
     fig.savefig(buf, format="png", metadata={"Software": None})     # one draw: the margins are set by hand
