@@ -29,10 +29,8 @@ import shutil
 
 import pytest
 
-import shardlab.autograder.sandbox.gloo.group as group
 from shardlab.autograder.core import content
 from shardlab.autograder.sandbox.gloo.seeds import POOL_SIZE_ENV
-from shardlab.autograder.publish.otter_export import build_autograder, config_text
 from shardlab.reference.config import load_config
 
 TIERS = ("pure", "sandbox", "platform", "slow")
@@ -71,6 +69,7 @@ def kit_runs(cfg):
 @pytest.fixture(scope="session")
 def autograder_zip(tmp_path_factory, cfg):
     """The shipped course's Gradescope autograder.zip (`shardlab build`), built once."""
+    from shardlab.autograder.publish.otter_export import build_autograder, config_text   # otter: 1 s to import
     return build_autograder(cfg, config_text(None), tmp_path_factory.mktemp("ag"))
 
 
@@ -90,6 +89,7 @@ def submission(tmp_path):
 def sessions(monkeypatch):
     """Session ids of the gloo fork servers started during the test (ranks
     share their server's session): helpers.assert_nothing_left checks them."""
+    import shardlab.autograder.sandbox.gloo.group as group      # torch: only where gloo runs
     started = []
     original = group.ForkServer.__init__
 

@@ -249,15 +249,19 @@ def _matches(p: Printed, x: float, exact: bool) -> bool:
 
 def leaks(files: dict[str, str], d: Derived) -> list[str]:
     out = []
+    # what a printed number shows depends on its value, digits and integer-ness only: the same number
+    # recurs across the handout's md, html and notebook and the kit's copy, so each is judged once
+    shows: dict[tuple[float, int, bool], list[tuple[float, str]]] = {}
     for name, text in files.items():
         flat = _canon(_strip_tags(text) if name.endswith(".html") else text)
         out += [f"{name}: formula {piece!r}" for piece, forms in sorted(d.formulas.items())
                 if any(f in flat for f in forms)]
         for p in _printed(text if not name.endswith(".html") else _strip_tags(text)):
-            if _is_given(p.value, d.given):
-                continue
-            out += [f"{name}: number {p.text!r} is {x:g} ({where})" for x, where in d.numbers.items()
-                    if _matches(p, x, x in d.exact)]
+            key = (p.value, p.digits, p.integer)
+            if key not in shows:
+                shows[key] = [] if _is_given(p.value, d.given) else [
+                    (x, where) for x, where in d.numbers.items() if _matches(p, x, x in d.exact)]
+            out += [f"{name}: number {p.text!r} is {x:g} ({where})" for x, where in shows[key]]
         out += [f"{name}: {why} in words" for pattern, why in DERIVED_IN_WORDS.items()
                 if re.search(pattern, text, re.I)]
     return out

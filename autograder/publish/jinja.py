@@ -3,6 +3,9 @@ the starter kit's README). Templates compute nothing: every number comes
 from the reference's worked derivations for the course config."""
 from __future__ import annotations
 
+from functools import cache
+from pathlib import Path
+
 import jinja2
 
 from shardlab.autograder.core import content, course_folders
@@ -12,23 +15,42 @@ from shardlab.autograder.publish.mathtext import to_tex
 TEMPLATES = content.folder("templates")
 
 
-def own_template(name: str) -> str | None:
-    """A course's own question's template, `questions/<name>.md.j2`: the template.md.j2 of the course
-    folder `<name>` loaded in this process (`core.course_folders`); None for any other name. A loaded
-    folder without one is a one-line error naming it."""
+def _own_template_file(name: str) -> Path | None:
     folder, _, file = name.partition("/")
     module = file.removesuffix(".md.j2")
     path = course_folders.LOADED.get(course_folders.MODULES[-1][1].format(name=module))
     if folder != "questions" or not file.endswith(".md.j2") or path is None:
         return None
-    return course_folders.QuestionFolder(path.parent).needed(course_folders.TEMPLATE).read_text(encoding="utf-8")
+    return course_folders.QuestionFolder(path.parent).needed(course_folders.TEMPLATE)
 
 
+def own_template(name: str) -> str | None:
+    """A course's own question's template, `questions/<name>.md.j2`: the template.md.j2 of the course
+    folder `<name>` loaded in this process (`core.course_folders`); None for any other name. A loaded
+    folder without one is a one-line error naming it."""
+    path = _own_template_file(name)
+    return None if path is None else path.read_text(encoding="utf-8")
+
+
+def _own_template_source(name: str):
+    """`own_template` as Jinja's FunctionLoader takes it, (source, file, uptodate): the environment is
+    shared (`environment`), so a compiled template is kept until another folder is loaded under its
+    name or its file changes, as FileSystemLoader does for templates/."""
+    def stamp() -> tuple[Path, int] | None:
+        path = _own_template_file(name)
+        return None if path is None else (path, path.stat().st_mtime_ns)
+    seen, source = stamp(), own_template(name)
+    return None if source is None else (source, None, lambda: stamp() == seen)
+
+
+@cache
 def environment() -> jinja2.Environment:
     """Templates under templates/, then the course's own questions' (`own_template`); an undefined
     name is an error, never blank text. The filter `tex` turns a reference formula into LaTeX
-    (`mathtext`); `points` shows points with at most two decimals (`results.points_text`)."""
-    loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(TEMPLATES), jinja2.FunctionLoader(own_template)])
+    (`mathtext`); `points` shows points with at most two decimals (`results.points_text`). One per
+    process: Jinja keeps each template compiled (compiling the solutions' took about 0.5 s a render)
+    and compiles it again when its file changes."""
+    loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(TEMPLATES), jinja2.FunctionLoader(_own_template_source)])
     env = jinja2.Environment(loader=loader,
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              trim_blocks=True, lstrip_blocks=True)
