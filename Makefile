@@ -20,9 +20,11 @@ demo: $(STAMP)
 test: lint typecheck browser
 	$(BIN)/python -m pytest -q -m "not slow"
 
-# The pure tier only (no sandbox, no gloo, no subprocess): seconds, for the edit-test loop.
+# The pure tier only (no sandbox, no gloo, no subprocess): seconds, for the edit-test loop. Two
+# pytest-xdist workers, a test file each at a time (--dist loadfile: a file's module fixtures are
+# made once); the tier passes with or without them (`pytest -m pure` alone runs it in one process).
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m pure
+	$(BIN)/python -m pytest -q -m pure -n 2 --dist loadfile
 
 # The slow tier only (minutes): the starter kit installed in a fresh venv by its README's line, its
 # pytest and its notebook run there (pip reaches the package registry; torch is the local CPU build).

@@ -68,8 +68,11 @@ class LocalGroup:
     """`world_size` spawned gloo ranks that import `root`/assignments/ and run scenarios on request."""
 
     def __init__(self, world_size: int, root: str = ".", collective_seconds: float = 5.0,
-                 modules: tuple[str, ...] = (), debug: str = "DETAIL"):
+                 modules: tuple[str, ...] = (), debug: str = "DETAIL", wait: bool = True):
+        """Spawns the ranks and, with `wait`, waits until every one has started (`ready`); without,
+        the first `run` waits: the ranks import torch meanwhile, while the caller does other work."""
         self.world_size = world_size
+        self._ready = False
         self.events: list[list[dict]] = [[] for _ in range(world_size)]
         self._dir = tempfile.mkdtemp(prefix="shardlab-ranks-")
         spec = dict(world_size=world_size, root=os.path.abspath(root), store=os.path.join(self._dir, "store"),
@@ -88,8 +91,20 @@ class LocalGroup:
                     env=dict(os.environ, OMP_NUM_THREADS="1", TORCH_DISTRIBUTED_DEBUG=debug)))
                 theirs.close()
                 self._conns.append(Connection(ours.detach()))
+        except BaseException:
+            self.close()
+            raise
+        if wait:
+            self.ready()
+
+    def ready(self) -> None:
+        """Wait until every rank has imported torch and joined the gloo group (START_SECONDS at
+        most); ScenarioFailed naming the first rank that did not start, the group then closed."""
+        if self._ready:
+            return
+        try:
             got, where, _ = self._collect(time.monotonic() + START_SECONDS, "ready")
-            for rank in range(world_size):
+            for rank in range(self.world_size):
                 kind, payload = got.get(rank, ("", {"error": "no answer"}))
                 if kind != "ok":
                     stuck = f" (stuck in {where[rank]})" if where[rank] else ""
@@ -98,6 +113,7 @@ class LocalGroup:
         except BaseException:
             self.close()
             raise
+        self._ready = True
 
     def __enter__(self) -> "LocalGroup":
         return self
@@ -110,6 +126,7 @@ class LocalGroup:
         failure other than "clean-error" the group is closed: make a new one."""
         if not self._procs:
             raise ScenarioFailed("the group was closed after an earlier failure", "died")
+        self.ready()
         request = {"scenario": scenario, "module": module, "args": {"world_size": self.world_size, **args}}
         try:
             for conn in self._conns:

@@ -83,6 +83,17 @@ class Ranks:
                 self._given_up[scenario] = "hung" if exc.state == "hung" else "ended a rank"
             return exc
 
+    def start(self, sizes) -> None:
+        """Start the groups of these world sizes now without waiting for them: their ranks import
+        torch while the session runs other tests, and a size's first run waits for its group. A group
+        that cannot be spawned is left to that first run, which then fails as it would have."""
+        for size in sizes:
+            if size not in self._groups:
+                try:
+                    self._groups[size] = LocalGroup(size, self.root, COLLECTIVE_SECONDS, wait=False)
+                except Exception:  # noqa: BLE001 - the run that needs the group reports it
+                    pass
+
     def close(self) -> None:
         for group in self._groups.values():
             group.close()

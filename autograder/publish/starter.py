@@ -107,7 +107,9 @@ def test_public_run(run, gloo_ranks):
 CONFTEST = '''"""The kit's pytest set-up.
 
 - The gloo ranks of the distributed tests: started once per pytest session
-  (one group per world size), stopped at its end, even after Ctrl-C.
+  (one group per world size), as soon as the tests are collected (they
+  import torch while the other tests run), stopped at its end, even after
+  Ctrl-C.
 - A marker per task: `pytest -m task_2_1` runs task 2.1's tests alone
   (`-k 2.1` would match 2.10 and 2.11 too).
 - The report: plain `pytest` (or `pytest -q`) prints one line per failing
@@ -138,9 +140,20 @@ HERE = Path(__file__).resolve().parent
 BRIEF = pytest.StashKey[bool]()
 
 
+RANKS = pytest.StashKey[Ranks]()
+
+
+def pytest_collection_finish(session):
+    # the gloo groups the selected runs need start now: their ranks import torch while the other tests run
+    sizes = {int(e["args"]["world_size"]) for e in map(_entry, session.items) if e is not None and "call" in e}
+    if sizes and not session.config.option.collectonly:
+        session.config.stash[RANKS] = Ranks(root=str(HERE.parent))
+        session.config.stash[RANKS].start(sorted(sizes))
+
+
 @pytest.fixture(scope="session")
-def gloo_ranks():
-    ranks = Ranks(root=str(HERE.parent))
+def gloo_ranks(pytestconfig):
+    ranks = pytestconfig.stash.get(RANKS, None) or Ranks(root=str(HERE.parent))
     yield ranks
     ranks.close()
 
