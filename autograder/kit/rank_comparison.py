@@ -77,18 +77,24 @@ class StatesMatch:
 
 @dataclass(frozen=True)
 class StepCheck:
-    """Applies `check(expected, step_record) -> None | reason` to every step of every rank."""
+    """Applies `check(expected, step_record) -> None | reason` to every step of every rank;
+    with `context`, `check(expected, step_record, rank_value[context])` (None when the rank
+    has no such entry): what the rank's steps are judged against beside the expected value."""
 
-    check: Callable[[Any, Any], str | None]
+    check: Callable[..., str | None]
     key: str = "steps"
+    context: str | None = None
 
     def problem(self, expected, got) -> str | None:
         runs = _per_rank(got, self.key)
         if isinstance(runs, str):
             return runs
         for r, steps in enumerate(runs):
+            if not isinstance(steps, list):
+                return f"rank {r} returned no {self.key!r}"
+            extra = () if self.context is None else (got[r].get(self.context),)
             for k, step in enumerate(steps, start=1):
-                why = self.check(expected, step)
+                why = self.check(expected, step, *extra)
                 if why:
                     return f"rank {r}, step {k}: {why}"
         return None

@@ -19,6 +19,7 @@ def check_bucket_bytes(expected: list[int], step: dict, layout: list[int] | None
     layout mistake is task 4.1's, so all-reduces that follow either layout pass here."""
     if step.get("other"):
         return f"unexpected collectives during the step: {', '.join(step['other'])}"
+    layout = layout if isinstance(layout, list) else None
     got = sorted(ar[0] for ar in step["all_reduces"])
     if got == expected or (layout is not None and got == layout):
         return None
@@ -38,28 +39,6 @@ def check_overlap(expected: bool, step: dict) -> str | None:
         return "the all-reduces started during backward are blocking (use async_op=True)"
     return ("no all-reduce started before the backward pass produced its last gradient: launch "
             "each bucket's all-reduce from the gradient hooks as soon as the bucket is complete")
-
-
-@dataclass(frozen=True)
-class BucketAllReduces:
-    """Every step of every rank: one all-reduce per bucket (`check_bucket_bytes`), the
-    buckets being the reference's layout (`expected`) or the rank's own `layout_bytes`."""
-
-    def problem(self, expected, got) -> str | None:
-        if not isinstance(got, list) or not got:
-            return "returned no per-rank results"
-        for r, value in enumerate(got):
-            if not isinstance(value, dict) or not isinstance(value.get("steps"), list):
-                return f"rank {r} returned no 'steps'"
-            layout = value.get("layout_bytes")
-            for k, step in enumerate(value["steps"], start=1):
-                why = check_bucket_bytes(expected, step, layout if isinstance(layout, list) else None)
-                if why:
-                    return f"rank {r}, step {k}: {why}"
-        return None
-
-    def __call__(self, expected, got) -> bool:
-        return self.problem(expected, got) is None
 
 
 @dataclass(frozen=True)
@@ -89,5 +68,6 @@ class StartsFromRankZero:
 
 
 DDP_TRAINS_LIKE_ONE_PROCESS = StartsFromRankZero()
-DDP_BUCKET_BYTES = BucketAllReduces()
+# one all-reduce per bucket, of the reference's layout or of the rank's own (`check_bucket_bytes`)
+DDP_BUCKET_BYTES = StepCheck(check_bucket_bytes, context="layout_bytes")
 DDP_OVERLAP = StepCheck(check_overlap)
