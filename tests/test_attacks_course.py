@@ -132,22 +132,9 @@ def test_course_toml_is_refused_at_or_under_a_graded_folder_only(tmp_path, monke
 
 @pytest.mark.pure
 def test_every_batch_child_is_named_its_course_absolutely(tmp_path, monkeypatch):
-    seen = []
-
-    class Child:            # what batch starts per submission, without starting it
-        pid, returncode = 0, 0
-
-        def __init__(self, cmd, **kwargs):
-            seen.append(cmd)
-
-        def communicate(self, timeout=None):
-            return '{"score": 0}\n', ""
-
-    monkeypatch.setattr(batch.subprocess, "Popen", Child)
     monkeypatch.chdir(tmp_path)
-    batch.grade_in_subprocess("sub", None)
-    batch.grade_in_subprocess("sub", "mine.toml")
-    shipped, mine = (cmd[cmd.index("--config") + 1] for cmd in seen)
+    shipped, mine = (argv[argv.index("--config") + 1] for argv in (batch.grader_argv("sub", None),
+                                                                     batch.grader_argv("sub", "mine.toml")))
     assert os.path.samefile(shipped, content.folder("reference") / "course.toml")
     assert os.path.isabs(shipped) and mine == str(tmp_path / "mine.toml")
 

@@ -1,7 +1,8 @@
 """Nothing left behind by a grader killed mid-grading (issue 30, item 6).
 
 Batch grading kills a grader that runs past its timeout with SIGKILL: the
-grader runs no clean-up then. The attack makes that happen and tries to
+grader runs no clean-up then. The grader is a fork of one of the batch's
+grading services (`platforms.grading_service`), which kills and sweeps it. The attack makes that happen and tries to
 outlive it: a submission whose function never returns, and which forks a
 process that resets its parent-death signal, leaves the session and renames
 itself. After the kill, no process of it, no temporary folder, no
@@ -10,6 +11,7 @@ grader killed by anything else is swept by the next grader's start.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -22,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from shardlab.autograder.platforms import batch
+from shardlab.autograder.platforms.grading_service import GradingService, ServiceError
 from shardlab.autograder.sandbox import jail, leftovers
 from shardlab.autograder.sandbox.jail import Cgroup
 
@@ -113,18 +116,63 @@ def _assert_nothing_left(tmp: Path, shm_before: set[str], cgroups_before: set[st
         assert _dead_graders_cgroups() <= cgroups_before, "a cgroup outlived its grader"
 
 
+def _until_student_code_runs(seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not _named_processes() and time.monotonic() < deadline:     # the attack under way
+        time.sleep(0.2)
+    assert _named_processes(), "the student's code never ran"
+
+
+@contextlib.contextmanager
+def _grading_under_way(submission: Path, seconds: float):
+    """A service grading `submission` in a thread, once its student code runs: (service, future)."""
+    service = GradingService()
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            graded = pool.submit(batch.grade_supervised, str(submission), None, service)
+            deadline = time.monotonic() + seconds
+            while not _named_processes() and time.monotonic() < deadline:     # the attack under way
+                time.sleep(0.2)
+            assert _named_processes(), "the student's code never ran"
+            yield service, graded
+    finally:
+        service.close()
+
+
 @pytest.mark.timeout(300)
 def test_a_grader_killed_by_the_batch_timeout_leaves_nothing(private_tmp, clinging_submission, monkeypatch):
     shm_before, cgroups_before = set(os.listdir("/dev/shm")), _dead_graders_cgroups()
     monkeypatch.setattr(batch, "grade_timeout", lambda config_path: 25)
-    with ThreadPoolExecutor(1) as pool:
-        graded = pool.submit(batch.grade_in_subprocess, str(clinging_submission), None)
-        deadline = time.monotonic() + 25
-        while not _named_processes() and time.monotonic() < deadline:     # the attack under way
-            time.sleep(0.2)
-        assert _named_processes(), "the student's code never ran before the batch's timeout"
+    with _grading_under_way(clinging_submission, 25) as (service, graded):
         result = graded.result()
-    assert result["status"] == "error" and "longer than 25 s" in result["error"], result
+        assert result["status"] == "error" and "longer than 25 s" in result["error"], result
+        _assert_nothing_left(private_tmp, shm_before, cgroups_before)
+        # the service lives on, and its next grading is a fresh fork
+        again = batch.grade_supervised(str(private_tmp / "missing"), None, service)
+        assert again["status"] == "error" and again["refused"], again
+
+
+@pytest.mark.timeout(300)
+def test_a_batch_stopped_mid_grading_leaves_nothing(private_tmp, clinging_submission):
+    """Ctrl-C in batch closes its services (SIGTERM): each kills and sweeps its grading under way."""
+    shm_before, cgroups_before = set(os.listdir("/dev/shm")), _dead_graders_cgroups()
+    with _grading_under_way(clinging_submission, 120) as (service, graded):
+        service.close()
+        with pytest.raises(ServiceError):
+            graded.result()
+    _assert_nothing_left(private_tmp, shm_before, cgroups_before)
+
+
+@pytest.mark.timeout(300)
+def test_a_service_killed_mid_grading_is_swept_by_the_next_grader(private_tmp, clinging_submission):
+    """SIGKILL to the service: its grader dies by its parent-death signal, the next grader's start sweeps."""
+    shm_before, cgroups_before = set(os.listdir("/dev/shm")), _dead_graders_cgroups()
+    with _grading_under_way(clinging_submission, 120) as (service, graded):
+        os.killpg(service.proc.pid, signal.SIGKILL)
+        with pytest.raises(ServiceError):
+            graded.result()
+    time.sleep(0.5)                                 # the grader's parent-death signal
+    leftovers.sweep_dead()                          # what the next grader does first (`grading.grade_path`)
     _assert_nothing_left(private_tmp, shm_before, cgroups_before)
 
 

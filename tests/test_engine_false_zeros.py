@@ -240,7 +240,7 @@ def test_require_jail_with_walls_missing_refuses_before_grading(tmp_path, monkey
                                                                    solutions, batch_mode):
     monkeypatch.setattr(jail, "walls", lambda: LIGHT)
     monkeypatch.setattr(grading, "grade_path", lambda *a, **k: pytest.fail("graded anyway"))
-    monkeypatch.setattr(batch, "grade_in_subprocess", lambda *a, **k: pytest.fail("graded anyway"))
+    monkeypatch.setattr(batch, "grade_supervised", lambda *a, **k: pytest.fail("graded anyway"))
     out = tmp_path / "out"
     extra = ["--out", str(out)] if batch_mode else []
     code = _main(monkeypatch, "grade", str(solutions), "--config", str(_course(tmp_path, True)), *extra)
@@ -316,7 +316,8 @@ def test_internal_errors_reach_the_cli_the_gradebook_the_feedback_and_otter(tmp_
     (ag / otter_runtime.REPORT_FILE).parent.mkdir()
     (ag / otter_runtime.REPORT_FILE).write_text(json.dumps(report))
     results = Results()
-    otter_runtime.QuarantinePlugin(str(ag / "submission" / "entry.py"), {}, {}).after_grading(results)
+    from shardlab.autograder.platforms.otter_plugin import QuarantinePlugin
+    QuarantinePlugin(str(ag / "submission" / "entry.py"), {}, {}).after_grading(results)
     assert results.output == notes
 
 

@@ -1,4 +1,5 @@
-"""Batch grading: one supervised subprocess per submission, results written
+"""Batch grading: one supervised grader per submission (a fork of a job slot's
+grading service), results written
 as they come, --resume, retries and error rows."""
 import csv
 import hashlib
@@ -14,6 +15,7 @@ from shardlab.autograder.core.results import grader_version
 from shardlab.autograder.engine.submission import NO_ASSIGNMENTS
 from shardlab.autograder.sandbox import untrusted
 from shardlab.autograder.platforms import batch
+from shardlab.autograder.platforms.grading_service import GradingService
 from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS
 from helpers import assert_one_line_error, run_cli
 
@@ -38,7 +40,11 @@ def test_batch_writes_gradebook_results_and_feedback_and_resumes(tmp_path):
     assert rows["dave"]["status"] == "ok" and rows["dave"]["total"] == "0" and rows["dave"]["1.3"] == "0"
     assert rows["dave"]["error"] == NO_ASSIGNMENTS                  # why 0, in the row
     assert (out / "feedback" / "dave.md").read_text().count(untrusted.markdown(NO_ASSIGNMENTS)) == 1
-    once = batch.grade_in_subprocess(str(tmp_path / "dave"), None)
+    service = GradingService()
+    try:
+        once = batch.grade_supervised(str(tmp_path / "dave"), None, service)
+    finally:
+        service.close()
     assert once["status"] == "ok" and not once.get("retry") and once["no_submission"] == NO_ASSIGNMENTS
     assert rows["alice"]["status"] == "ok" and float(rows["alice"]["total"]) >= float(rows["alice"]["max_score"])
     assert rows["alice"]["1.3"] == "2" and rows["bob"]["1.3"] == "0"
@@ -62,13 +68,13 @@ def test_batch_writes_gradebook_results_and_feedback_and_resumes(tmp_path):
 def test_a_grader_that_dies_is_retried_once_then_an_error_row(tmp_path, monkeypatch):
     attempts = {}
 
-    def flaky(path, config_path, env=None):
+    def flaky(path, config_path, service, args=None):
         attempts[path] = attempts.get(path, 0) + 1
         if path.endswith("dies-once") and attempts[path] == 1 or path.endswith("always-dies"):
             return {"status": "error", "error": "the grader exited with status -9: killed", "retry": True}
         return {"status": "ok", "score": 1.0, "max_score": 1.0, "questions": []}
 
-    monkeypatch.setattr(batch, "grade_in_subprocess", flaky)
+    monkeypatch.setattr(batch, "grade_supervised", flaky)
     paths = [str(tmp_path / n) for n in ("dies-once", "always-dies", "fine")]
     results = batch.grade_many(paths, tmp_path / "out", None, jobs=2)
     assert attempts == {paths[0]: 2, paths[1]: 2, paths[2]: 1}
@@ -88,8 +94,8 @@ def test_the_progress_bar_shows_rate_and_time_left_and_lines_only_when_verbose(t
     import sys
 
     from shardlab.autograder import cli
-    monkeypatch.setattr(batch, "grade_in_subprocess",
-                        lambda path, config_path, env=None: {"status": "ok", "score": 1.0, "max_score": 2.0,
+    monkeypatch.setattr(batch, "grade_supervised",
+                        lambda path, config_path, service, args=None: {"status": "ok", "score": 1.0, "max_score": 2.0,
                                                              "questions": []})
     monkeypatch.setattr(cli.console, "width", 200)
     paths = []
@@ -132,17 +138,17 @@ def _zip(path, text: str) -> str:
 
 @pytest.fixture
 def fake_grader(monkeypatch):
-    """grade_in_subprocess without a subprocess: records (submission name, config path) per call;
+    """grade_supervised without a grader: records (submission name, config path) per call;
     the names in `failing` get an error record."""
     calls, failing = [], set()
 
-    def grade(path, config_path, env=None):
+    def grade(path, config_path, service, args=None):
         calls.append((Path(path).name, config_path))
         if Path(path).name in failing:
             return {"status": "error", "error": "the grader exited with status 3: boom", "retry": False}
         return {"status": "ok", "score": 1.0, "max_score": 2.0, "questions": []}
 
-    monkeypatch.setattr(batch, "grade_in_subprocess", grade)
+    monkeypatch.setattr(batch, "grade_supervised", grade)
     return calls, failing
 
 

@@ -1,8 +1,11 @@
 """Grade many submissions: `shardlab grade PATH... --jobs N --out OUT`.
 
-Each submission is graded by its own supervised subprocess (`shardlab grade
-PATH --json`), so a submission that kills its grader cannot take innocent
-jobs with it; it is retried once, then recorded as an error row. Every result
+Each submission is graded by its own supervised grader, `shardlab grade PATH
+--json` as a fresh fork of one of the batch's grading services (one per job
+slot, `platforms.grading_service`: the grader's imports paid once a batch,
+as the zygote's torch import is), so a submission that kills its grader
+cannot take innocent jobs with it; it is retried once, then recorded as an
+error row. Every result
 is written atomically as soon as it is known (results/<name>.json,
 feedback/<name>.md, and gradebook.csv rebuilt from all results), so an
 interrupted run loses nothing and `--resume` skips what is done. Beside the
@@ -51,10 +54,8 @@ import hashlib
 import io
 import json
 import os
+import queue
 import re
-import signal
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from functools import lru_cache
 from pathlib import Path
@@ -62,7 +63,8 @@ from pathlib import Path
 from shardlab.autograder.core import content
 from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.core.results import course_shown, course_stamp, grader_version, points_text
-from shardlab.autograder.sandbox import leftovers, untrusted, zygote
+from shardlab.autograder.platforms.grading_service import GradingService, ServiceError
+from shardlab.autograder.sandbox import untrusted, zygote
 
 # A child grader's timeout sits above its grading's budget ([grading] budget_seconds, which bounds
 # everything the student's code can make it wait for) by this margin: the grader's start, staging,
@@ -100,58 +102,75 @@ def grade_timeout(config_path: str | None) -> float:
     return budget + GRADE_MARGIN_SECONDS
 
 
-def grade_in_subprocess(path: str, config_path: str | None, env: dict[str, str] | None = None,
-                        args: list[str] | None = None) -> dict:
-    """One supervised attempt; returns the report dict or an error record.
-    `env`: added to this process's environment (the batch's zygote); `args`:
-    more options of `shardlab grade` for this submission (a re-grade's
-    `--gradescope-metadata`). The
+def grader_argv(path: str, config_path: str | None, args: list[str] | None = None) -> list[str]:
+    """`shardlab grade PATH --json --config COURSE [args]` for one submission. The
     child is always named its course, as an absolute path (None: the shipped
-    course's file), so it never looks for one in its working directory."""
+    course's file), so it never looks for one in its working directory; `args`:
+    more options for this submission (a re-grade's `--gradescope-metadata`)."""
     course = os.path.abspath(config_path) if config_path else str(content.shipped_course())
-    cmd = [sys.executable, "-m", "shardlab.autograder.cli", "grade", path, "--json", "--config", course,
-           *(args or [])]
-    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             start_new_session=True, env={**os.environ, **(env or {})})
+    return ["grade", path, "--json", "--config", course, *(args or [])]
+
+
+def grade_supervised(path: str, config_path: str | None, service: GradingService,
+                     args: list[str] | None = None) -> dict:
+    """One supervised attempt in `service` (a fresh fork of it grades, and is killed
+    and swept past `grade_timeout`); returns the report dict or an error record
+    (with "retry": whether another attempt could help)."""
     timeout = grade_timeout(config_path)
-    try:
-        stdout, stderr = child.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill_and_sweep(child)
+    reply = service.run(grader_argv(path, config_path, args), timeout)
+    if reply.get("timeout"):
         return {"status": "error", "error": f"grading took longer than {timeout:g} s", "retry": True}
-    except BaseException:               # Ctrl-C in the batch: no grader is left behind either
-        _kill_and_sweep(child)
-        raise
-    done = subprocess.CompletedProcess(cmd, child.returncode, stdout, stderr)
-    if done.returncode == 0:
+    code, stdout, stderr = reply.get("returncode"), str(reply.get("stdout", "")), str(reply.get("stderr", ""))
+    if code == 0:
         try:
-            report = json.loads(done.stdout.strip().splitlines()[-1])
+            report = json.loads(stdout.strip().splitlines()[-1])
             report["status"] = "ok"
             return report
         except (ValueError, IndexError):
             pass
-    err = (done.stderr.strip().splitlines() or ["no output"])[-1]
-    refused = done.returncode == 2      # bad input (not a submission): retrying cannot help
-    return {"status": "error", "error": f"the grader exited with status {done.returncode}: {err[:300]}",
+    err = (stderr.strip().splitlines() or ["no output"])[-1]
+    refused = code == 2      # bad input (not a submission): retrying cannot help
+    return {"status": "error", "error": f"the grader exited with status {code}: {err[:300]}",
             "retry": not refused, "refused": refused}
 
 
-def _kill_and_sweep(child: subprocess.Popen) -> None:
-    """SIGKILL the grader and its session (it started its own), sweep what it left
-    (`sandbox.leftovers`: a killed grader cleans nothing up; its pid names what it made),
-    then reap it. The sweep comes before the reaping: until then the pid is the dead
-    grader's zombie's, so no new grader can have taken it."""
-    try:
-        os.killpg(child.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    with contextlib.suppress(ChildProcessError, OSError):
-        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)     # dead, not yet reaped
-    leftovers.sweep(child.pid)
-    try:
-        child.communicate(timeout=10)       # a process of another session may still hold the pipes
-    except subprocess.TimeoutExpired:
-        child.wait()
+class ServicePool:
+    """One grading service per job slot (`platforms.grading_service`), for a batch's
+    block; `grade` borrows one. A service that stops answering is replaced, and the
+    attempt is an error to retry."""
+
+    def __init__(self, slots: int, env: dict[str, str]):
+        self.env = env
+        self.idle: queue.Queue[GradingService] = queue.Queue()
+        self.started: list[GradingService] = []
+        self.closed = False
+        for _ in range(slots):
+            self._add()
+
+    def _add(self) -> None:
+        service = GradingService(self.env)
+        self.started.append(service)
+        self.idle.put(service)
+
+    def grade(self, path: str, config_path: str | None, args: list[str] | None = None) -> dict:
+        if self.closed:
+            return {"status": "error", "error": "the batch stopped before grading it"}
+        service = self.idle.get()
+        try:
+            report = grade_supervised(path, config_path, service, args)
+        except ServiceError as exc:
+            service.close()
+            if self.closed:
+                return {"status": "error", "error": "the batch stopped while grading it"}
+            self._add()
+            return {"status": "error", "error": f"the grader failed: {exc}", "retry": True}
+        self.idle.put(service)
+        return report
+
+    def close(self) -> None:
+        self.closed = True
+        for service in self.started:
+            service.close()
 
 
 def draw_report_timelines(report: dict, folder: Path) -> list[str]:
@@ -280,9 +299,7 @@ def grade_many(paths: list[str], out: Path, config_path: str | None, jobs: int =
             report = {"status": "error", "error": refused[path], "refused": True}
         else:
             for _ in range(ATTEMPTS):
-                extra = (child_args or {}).get(path)
-                report = (grade_in_subprocess(path, config_path, grader_env, extra) if extra else
-                          grade_in_subprocess(path, config_path, grader_env))
+                report = grade_one(path, config_path, (child_args or {}).get(path))
                 if not report.pop("retry", False):
                     break
         report["submission"] = path
@@ -292,10 +309,15 @@ def grade_many(paths: list[str], out: Path, config_path: str | None, jobs: int =
         report.update((annotations or {}).get(path, {}))
         return report
 
-    # one torch import for the whole batch: every grader forks its sandboxes from it
-    serving: contextlib.AbstractContextManager[dict[str, str]] = (zygote.serving() if todo else
-                                                                   contextlib.nullcontext({}))
-    with serving as grader_env, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+    # one torch import for the whole batch: every grader forks its sandboxes from it; and one
+    # grading service per job slot, each holding the grader's imports. The services close first
+    # on the way out, so a Ctrl-C does not wait for the gradings under way
+    with contextlib.ExitStack() as stack:
+        grader_env = stack.enter_context(zygote.serving()) if todo else {}
+        pool = stack.enter_context(ThreadPoolExecutor(max_workers=max(1, jobs)))
+        services = ServicePool(max(1, jobs) if todo else 0, grader_env)
+        stack.callback(services.close)
+        grade_one = services.grade
         futures = {pool.submit(attempt, p): p for p in todo}
         for fut in as_completed(futures):
             name = names[futures[fut]]

@@ -40,13 +40,20 @@ def prefix(kind: str) -> str:
 
 
 def _alive(pid: int) -> bool:
+    """Whether `pid` is a running process. A zombie is not: a grader that died orphaned
+    (its grading service killed) waits for an init that may never reap it, and until it
+    is reaped its pid cannot be anyone else's, so sweeping for it is safe."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:             # someone else's process: alive
         return True
-    return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state not in ("Z", "X")
 
 
 def sweep(grader_pid: int) -> list[str]:
