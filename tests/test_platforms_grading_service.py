@@ -85,3 +85,21 @@ def test_a_submission_graded_in_a_service_gets_the_report_a_fresh_grader_gives(t
     def scores(r):         # not the feedback: a part failed on every rank names the rank that failed first
         return {p["id"]: p["score"] for q in r["questions"] for p in q["parts"]}
     assert scores(via_service) == scores(report) and via_service["max_score"] == report["max_score"] > 0
+
+
+def test_a_service_that_cannot_start_is_an_error_row_that_says_why(tmp_path, monkeypatch):
+    """A broken install: the row says the service's last words, the attempt is retried on a new service."""
+    broken = tmp_path / "python"
+    broken.write_text("#!/bin/sh\necho 'ModuleNotFoundError: No module named shardlab' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(broken))
+    pool = batch.ServicePool(1, {})
+    try:
+        rows = [pool.grade(str(tmp_path / "sub"), None) for _ in range(2)]
+    finally:
+        pool.close()
+    for row in rows:
+        assert row["status"] == "error" and row["retry"], row
+        assert row["error"].startswith("the grader failed: the grading service")
+        assert row["error"].endswith(": ModuleNotFoundError: No module named shardlab"), row
+    assert len(pool.started) == 3          # each failed service replaced

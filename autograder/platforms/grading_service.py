@@ -99,6 +99,7 @@ class GradingService:
     def __init__(self, env: dict[str, str] | None = None):
         self.env = {**os.environ, **(env or {})}
         self.proc: subprocess.Popen | None = None
+        self.errors = tempfile.TemporaryFile()       # the service's own stderr: why it died, if it does
         self.lock = threading.Lock()
 
     def run(self, argv: list[str], timeout: float) -> dict:
@@ -109,25 +110,30 @@ class GradingService:
             if self.proc is None:
                 self.proc = subprocess.Popen(
                     [sys.executable, "-m", "shardlab.autograder.platforms.grading_service"],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors,
                     start_new_session=True, env=self.env)
             if self.proc.poll() is not None:
-                raise ServiceError(f"the grading service exited with status {self.proc.returncode}")
+                raise ServiceError(f"the grading service exited with status {self.proc.returncode}{self._why()}")
             assert self.proc.stdin is not None and self.proc.stdout is not None
             try:
                 self.proc.stdin.write((json.dumps({"argv": argv, "timeout": timeout}) + "\n").encode())
                 self.proc.stdin.flush()
-            except OSError as exc:
-                raise ServiceError(f"the grading service is gone ({exc})") from None
+            except OSError:
+                raise ServiceError(f"the grading service is gone{self._why()}") from None
             ready, _, _ = select.select([self.proc.stdout], [], [], START_SECONDS + timeout + REPLY_MARGIN_SECONDS)
             line = self.proc.stdout.readline() if ready else b""
             try:
                 reply = json.loads(line)
             except ValueError:
-                raise ServiceError("the grading service did not answer") from None
+                raise ServiceError(f"the grading service did not answer{self._why()}") from None
             if not isinstance(reply, dict):
                 raise ServiceError("the grading service answered nonsense")
             return reply
+
+    def _why(self) -> str:
+        """The last line the service wrote to its stderr, as ": <line>" (or nothing)."""
+        lines = _tail(self.errors.fileno(), ERROR_LIMIT, end=True).strip().splitlines()
+        return f": {lines[-1][:300]}" if lines else ""
 
     def close(self) -> None:
         """End the service: SIGTERM, on which it kills and sweeps a grading under way
@@ -136,6 +142,7 @@ class GradingService:
         `leftovers.sweep_dead`)."""
         proc = self.proc
         if proc is None:
+            self.errors.close()
             return
         with contextlib.suppress(OSError):
             proc.terminate()
@@ -145,7 +152,7 @@ class GradingService:
             with contextlib.suppress(OSError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-        for stream in (proc.stdin, proc.stdout):
+        for stream in (proc.stdin, proc.stdout, self.errors):
             if stream is not None:
                 with contextlib.suppress(OSError):
                     stream.close()
