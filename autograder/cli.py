@@ -514,6 +514,14 @@ def bench_buckets(out_dir, submission, rounds):
     console.print(f"wrote {out_dir}/buckets.csv, allreduce.csv, buckets.png", highlight=False)
 
 
+@cli.command("grading-service", hidden=True)
+def grading_service_command():
+    """Internal: one job slot's grading service of `grade --out` (platforms.grading_service),
+    which answers its batch on stdin/stdout and runs `main` in a fresh fork per submission."""
+    from shardlab.autograder.platforms import grading_service
+    grading_service.serve(main)
+
+
 def main() -> None:
     try:
         cli.main(standalone_mode=False)

@@ -21,6 +21,7 @@ pytestmark = pytest.mark.platform
 
 STATE_AFTER_PRELOAD = """
 import json, sys, threading
+from shardlab.autograder import cli  # noqa: F401 - the service's entry (`shardlab grading-service`)
 from shardlab.autograder.platforms import grading_service
 grading_service.preload()
 from shardlab.autograder.engine import plan

@@ -4,8 +4,9 @@
 `python -m shardlab.autograder.cli grade PATH --json` per submission, and
 each paid the interpreter's start and the grader's imports (click, rich,
 numpy, the questions, the reference: about 0.5 CPU-seconds here) for work
-that does not depend on the submission. A service is a process that pays
-them once (`preload`), then, per request, forks a child that *is* that
+that does not depend on the submission. A service (`shardlab
+grading-service`, a hidden command) is a process that pays them once
+(`preload`), then, per request, forks a child that *is* that
 command: `shardlab grade PATH --json --config COURSE ...`, with its stdout
 and stderr in private unlinked files, in a session of its own, dying with
 the service (PR_SET_PDEATHSIG). The service answers with the child's exit
@@ -51,11 +52,11 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 
-# what a grading imports, the lazy imports included (`python -X importtime` of one grading);
-# torch is not among them: the grader never imports it on a warm machine
+# what a grading imports beyond the CLI (the service's entry), the lazy imports included (`python -X
+# importtime` of one grading); torch is not among them: the grader never imports it on a warm machine
 PRELOAD = (
-    "shardlab.autograder.cli",
     "shardlab.autograder.engine.grading",
     "shardlab.autograder.engine.plan",
     "shardlab.autograder.engine.probes",
@@ -108,8 +109,8 @@ class GradingService:
         or hangs): the caller then closes it and starts another."""
         with self.lock:
             if self.proc is None:
-                self.proc = subprocess.Popen(
-                    [sys.executable, "-m", "shardlab.autograder.platforms.grading_service"],
+                self.proc = subprocess.Popen(       # `serve`, entered through the CLI (the layer above)
+                    [sys.executable, "-m", "shardlab.autograder.cli", "grading-service"],
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errors,
                     start_new_session=True, env=self.env)
             if self.proc.poll() is not None:
@@ -168,8 +169,9 @@ def preload() -> None:
     gc.freeze()          # loaded for good: a child's collector leaves these pages shared
 
 
-def _grade_in_child(argv: list[str], out: int, err: int) -> None:
-    """In the forked child: become `shardlab *argv` with stdout/stderr on `out`/`err`, run it, exit."""
+def _grade_in_child(run: Callable[[], None], argv: list[str], out: int, err: int) -> None:
+    """In the forked child: become `shardlab *argv` (`run`, the CLI's main, reading sys.argv)
+    with stdout/stderr on `out`/`err`, run it, exit."""
     code: object = 1
     try:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)       # the service's handler is not the grader's
@@ -185,9 +187,8 @@ def _grade_in_child(argv: list[str], out: int, err: int) -> None:
         sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True,
                                       errors="backslashreplace")
         sys.argv = ["shardlab", *argv]
-        from shardlab.autograder import cli
         try:
-            cli.main()
+            run()
             code = 0
         except SystemExit as exc:
             code = exc.code
@@ -224,12 +225,13 @@ def _kill_and_sweep(pid: int) -> None:
         os.waitpid(pid, 0)
 
 
-def grade_once(argv: list[str], timeout: float) -> dict:
-    """Fork a grader child for `argv`, wait for it at most `timeout` seconds: the reply."""
+def grade_once(run: Callable[[], None], argv: list[str], timeout: float) -> dict:
+    """Fork a grader child that runs `run` as `shardlab *argv`, wait for it at most
+    `timeout` seconds: the reply."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         pid = os.fork()
         if pid == 0:
-            _grade_in_child(argv, out.fileno(), err.fileno())
+            _grade_in_child(run, argv, out.fileno(), err.fileno())
         exited = os.pidfd_open(pid)
         try:
             ready, _, _ = select.select([exited], [], [], timeout)
@@ -251,7 +253,9 @@ def _stop(signum, frame) -> None:
     raise Stopped
 
 
-def main() -> None:
+def serve(run: Callable[[], None]) -> None:
+    """The service: `preload`, then a reply per request line until stdin ends or SIGTERM.
+    `run` is the CLI's main (`shardlab grading-service` passes it: the CLI is the layer above)."""
     preload()
     signal.signal(signal.SIGTERM, _stop)
     with contextlib.suppress(Stopped):
@@ -262,10 +266,7 @@ def main() -> None:
             except (ValueError, KeyError, TypeError):
                 reply: dict = {"returncode": 3, "stdout": "", "stderr": "grading service: a malformed request"}
             else:
-                reply = grade_once(argv, timeout)
+                reply = grade_once(run, argv, timeout)
             sys.stdout.buffer.write((json.dumps(reply) + "\n").encode())
             sys.stdout.buffer.flush()
 
-
-if __name__ == "__main__":
-    main()
