@@ -122,6 +122,22 @@ def whoami():
     caps = [l for l in open("/proc/self/status") if l.startswith(("CapEff", "CapBnd"))]
     return [os.getuid(), os.getpid(), caps, sorted(os.listdir("/proc"))[:3]]
 
+def grader_files(parent):
+    """Every file under the grader's temporary folders this process can open (read-write first),
+    and whether it sees the folder at all."""
+    opened = []
+    for top, dirs, files in os.walk(parent):
+        for name in files:
+            path = os.path.join(top, name)
+            for mode in (os.O_RDWR, os.O_RDONLY):
+                try:
+                    os.close(os.open(path, mode))
+                    opened.append([path, mode])
+                    break
+                except OSError:
+                    pass
+    return [opened, os.path.exists(parent)]
+
 def neighbours():
     """What another grading could be reached through: processes, temp dirs, sockets."""
     pids = [p for p in os.listdir("/proc") if p.isdigit()]
@@ -266,6 +282,28 @@ def test_a_sandbox_reaches_no_neighbour(hostile):
     assert ranks.error is None
     for rank in ranks.value:
         assert rank["value"][0] <= 3 and set(rank["value"][1]) <= interpreter
+
+
+@needs_namespaces
+def test_no_rank_reaches_its_groups_fingerprint_board(hostile, tmp_path, monkeypatch):
+    """The trusted ranks check each other's collectives on a file in their group's folder
+    (`gloo.ranks.board`), which a forged fingerprint on could pass a mismatched collective or
+    hang a rank. A student process told where the grader's folders are opens nothing there."""
+    from shardlab.autograder.sandbox.gloo import group
+    graders = tmp_path / "graders"
+    graders.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(graders))
+    boards = []
+
+    def create_board(path, world_size):
+        boards.append(path)
+        return real(path, world_size)
+    real = group.create_board
+    monkeypatch.setattr(group, "create_board", create_board)
+    ranks = _ask_ranks(hostile, "grader_files", str(graders))
+    assert boards and all(Path(b).is_relative_to(graders) for b in boards)     # the target was there
+    assert ranks.error is None, ranks.error
+    assert [rank["value"] for rank in ranks.value] == [[[], False]] * 2
 
 
 @needs_cgroup

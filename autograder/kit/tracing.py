@@ -35,6 +35,12 @@ neither was seen).
 The tracer also reports where a rank is blocked: `status(label)` before a
 collective or a wait, `status(None)` after, so the parent can say which
 rank hung in which collective.
+
+An optional `check(op, arguments)` runs inside every traced call, after
+`status(label)` and before the op: the grader's trusted ranks check the
+ranks' collective fingerprints there (`sandbox.gloo.ranks.fingerprint`),
+so a check that fails, fails in that collective. The kit's local ranks
+leave it to torch (TORCH_DISTRIBUTED_DEBUG).
 """
 from __future__ import annotations
 
@@ -98,7 +104,9 @@ def _ended(event: dict) -> None:
 
 
 class Tracer:
-    def __init__(self, status: Callable[[str | None], None] = lambda label: None):
+    def __init__(self, status: Callable[[str | None], None] = lambda label: None,
+                 check: Callable[[str, dict], None] | None = None):
+        self.check = check                   # (op name, its arguments by name), before each op
         self.events: list[dict] = []
         self.phase = "setup"
         self.grads = 0
@@ -202,6 +210,8 @@ class Tracer:
             tracer.enter(label)
             tracer._depth += 1
             try:
+                if tracer.check is not None:
+                    tracer.check(name, bound)
                 work = fn(*args, **kwargs)
             except BaseException:
                 tracer.failed_in = label

@@ -12,9 +12,11 @@ fresh temp dir that only the grader can enter (no ports; a stale store file
 can hang a rank, so a dir is never reused) and talk to the grader over a
 Unix socket in that dir.
 
-Failing fast: every collective has a short timeout (`GlooLimits`), torch
-checks collective fingerprints (TORCH_DISTRIBUTED_DEBUG=DETAIL turns a
-mismatched collective into an error instead of a hang or an abort), and the
+Failing fast: every collective has a short timeout (`GlooLimits`), the
+trusted ranks check collective fingerprints (`ranks.fingerprint`, as
+TORCH_DISTRIBUTED_DEBUG=DETAIL does, on a file they share instead of four
+gloo exchanges: a mismatched collective is an error instead of a hang or an
+abort), and the
 grader enforces an absolute deadline per scenario (no message extends it),
 then kills the group. A scenario that fails in any way (an exception on a
 rank, a timeout, a rank that died) costs the group: the caller kills it and
@@ -41,6 +43,7 @@ from shardlab.autograder.core import course_folders
 from shardlab.autograder.core.phases import phase
 from shardlab.autograder.core.parts import Call
 from shardlab.autograder.kit.verdict import failure, unfinished
+from shardlab.autograder.sandbox.gloo.ranks.board import create_board
 from shardlab.autograder.sandbox import zygote
 from shardlab.autograder.sandbox.leftovers import private_folder
 from shardlab.autograder.sandbox.process import Limits, Outcome, Sandbox, CappedReader, kill_group
@@ -54,7 +57,10 @@ class GlooLimits:
     start_seconds: float = 60.0         # the fork server's torch import
     join_seconds: float = 10.0          # a group's rendezvous (normally ~0.05 s); then one retry
     grace_seconds: float = 0.3          # after a rank fails, time for the others to report
-    debug: str = "DETAIL"               # TORCH_DISTRIBUTED_DEBUG: collective fingerprint checks
+    # the trusted ranks check that the ranks call the same collectives (`ranks.fingerprint`): torch's
+    # words for a mismatch or a missing rank, without DETAIL's four gloo exchanges per collective
+    fingerprints: bool = True
+    debug: str = "OFF"                  # TORCH_DISTRIBUTED_DEBUG ("DETAIL": torch's own fingerprint checks)
 
 
 GLOO = GlooLimits()
@@ -169,6 +175,10 @@ class WorkerGroup:
                     "socket": os.path.join(self.dir, "ctl.sock"), "store": os.path.join(self.dir, "store"),
                     "collective_seconds": server.gloo.collective_seconds,
                     "memory_bytes": server.limits.memory_bytes}
+            if server.gloo.fingerprints:
+                board = os.path.join(self.dir, "board")
+                create_board(board, world_size)
+                spec["board"] = board
             with server.lock:
                 server.proc.stdin.write((json.dumps({"spawn": spec}) + "\n").encode())
                 server.proc.stdin.flush()

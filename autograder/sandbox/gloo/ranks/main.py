@@ -17,7 +17,9 @@ process, over a socketpair. Protocol with the grader, all JSON lines:
 - stdin (grader -> server): first {"result_fd": fd, "modules": [extra
   scenario modules], "files": [[module name, file] of a course's own
   scenarios]}, then {"spawn": {"world_size", "root", "namespaces",
-  "socket", "store", "collective_seconds", "memory_bytes"}} per group.
+  "socket", "store", "collective_seconds", "memory_bytes", "board"}} per group
+  ("board": the file on which the trusted ranks check the collectives' fingerprints,
+  `ranks.fingerprint`; none: no check).
 - result fd (server -> grader): {"ready": true}, then {"spawned": [pids]}
   per group (the trusted processes' pids; the first is the group's process
   group id).
@@ -143,6 +145,8 @@ def _rank_main(spec: dict, rank: int) -> None:
     import torch
     import torch.distributed as dist
 
+    from shardlab.autograder.sandbox.gloo.ranks.board import Board
+    from shardlab.autograder.sandbox.gloo.ranks.fingerprint import FingerprintCheck
     from shardlab.autograder.sandbox.gloo.ranks.trusted import serve_run
     from shardlab.autograder.kit.tracing import Tracer
 
@@ -155,8 +159,12 @@ def _rank_main(spec: dict, rank: int) -> None:
     store = dist.FileStore(spec["store"], spec["world_size"])
     dist.init_process_group("gloo", store=store, rank=rank, world_size=spec["world_size"],
                             timeout=timedelta(seconds=spec["collective_seconds"]))
+    check = None
+    if spec.get("board"):          # the ranks check each other's collective fingerprints (`ranks.fingerprint`)
+        check = FingerprintCheck(Board(spec["board"], spec["world_size"], rank), spec["collective_seconds"],
+                                 spec["world_size"])
     grader.send(at=None)
-    tracer = Tracer(status=lambda label: grader.send(at=label))
+    tracer = Tracer(status=lambda label: grader.send(at=label), check=check)
     tracer.install()
     channel = Channel(ours)
     grader.send(ready=True)
@@ -195,6 +203,7 @@ def preload() -> None:
     import torch  # noqa: F401 - loaded once here, shared by every forked rank
     import torch.distributed  # noqa: F401
 
+    import shardlab.autograder.sandbox.gloo.ranks.fingerprint  # noqa: F401 - the trusted ranks' check
     import shardlab.autograder.sandbox.gloo.ranks.proxy  # noqa: F401
     import shardlab.autograder.sandbox.gloo.ranks.trusted  # noqa: F401
     from shardlab.autograder.sandbox import jail
