@@ -9,6 +9,14 @@ largest sum of PSS over the run's processes. Warm runs are repeated under
 CPU quotas (`--cpus`, Gradescope's default is 1/2 vCPU) to see whether the
 solutions still score in full there.
 
+Where a run's seconds go (`breakdown`, medians over the runs of a kind), from
+the modification times of the files the run writes (`replay.STAMP_FILES`), so
+nothing in the image is changed to measure it: otter's start-up until its
+kernel has run the entry file (python, otter's imports of pandas and nbconvert,
+the kernel's start); the grading, in its own process from run_autograder's
+start (what the kernel's first case still waits for after that); otter's
+remaining cases and the kernel's shutdown; otter's exit and the finalize step.
+
     sudo .venv/bin/python bench/gradescope_run.py [--runs 3]
 
 The README's Gradescope container settings are derived from these peaks.
@@ -29,12 +37,34 @@ from shardlab.autograder.publish.stubs import SOLUTIONS
 from shardlab.reference.config import load_config
 
 MB = 1e6
+# (label, from milestone, to milestone) of `replay.Run.stamps`; "start"/"end": the run's own
+PHASES = (("otter's start-up, until its kernel ran the entry file", "start", "kernel up"),
+          ("the grading, in its own process (run_autograder starts it before otter)", "grading started",
+           "report written"),
+          ("  of which the kernel's first case waits for", "kernel up", "report written"),
+          ("otter's other cases, the kernel's shutdown, results.json", "report written", "otter's results"),
+          ("otter's exit and the finalize step", "otter's results", "results final"),
+          ("the replay's own teardown (not Gradescope's)", "results final", "end"))
 
 
 def import_torch_seconds(venv: Path) -> float:
     start = time.perf_counter()
     subprocess.run([str(venv / "bin" / "python"), "-c", "import torch"], check=True)
     return time.perf_counter() - start
+
+
+def breakdown(runs: list[replay.Run]) -> list[str]:
+    """One line per PHASES entry: its median seconds over `runs` (those whose files were all written)."""
+    lines = []
+    for label, first, last in PHASES:
+        spans = []
+        for run in runs:
+            at = {"start": 0.0, "end": run.seconds, **(run.stamps or {})}
+            if first in at and last in at:
+                spans.append(at[last] - at[first])
+        if spans:
+            lines.append(f"    {statistics.median(spans):5.2f} s  {label}")
+    return lines
 
 
 def main() -> None:
@@ -79,6 +109,7 @@ def main() -> None:
             print(f"{kind}: {s:.1f} s per run (median of {len(rs)}; {s / t:.1f}x import torch), "
                   f"peak summed PSS {max(r.peak_pss_bytes for r in rs) / MB:.0f} MB, {cgroup}; "
                   f"solutions scored {', '.join(f'{score(r):g}' for r in rs)}")
+            print("\n".join(breakdown(rs)))
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

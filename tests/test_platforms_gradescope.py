@@ -172,6 +172,11 @@ def test_whole_kit_submissions_grade_in_full(image, otter_env, tmp_path, shape):
     assert _total(results) == (78, 77)              # the bonus is extra credit on Gradescope's 77
     assert [t["name"] for t in results["tests"]] == [t["name"] for t in _graded(results)]   # no summary entry
     assert run.cache_after == cache_before          # started warm: nothing had to be computed and cached
+    # the grading ran in its own process, started before otter's kernel ran the entry file, and its
+    # report was there before otter wrote its results, which the finalize step then rewrote
+    at = run.stamps or {}
+    assert at["grading started"] < at["kernel up"] < at["otter's results"] <= at["results final"], at
+    assert at["report written"] < at["otter's results"], at
 
 
 def test_an_upload_without_assignments_scores_zero_with_one_sentence(image, otter_env, tmp_path):

@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -117,6 +118,116 @@ def test_a_lone_zip_in_the_upload_with_two_kits_is_graded_as_that_zip(tmp_path):
     (ag / "shardlab-submission" / "work.zip").write_text("not a zip")
     handle = locate_submission(ag / "submission")
     assert "neither a folder nor a zip" in handle["error"] and handle["report"]
+
+
+def test_run_autograder_starts_the_grading_before_otter_and_neither_step_imports_otter(autograder_zip):
+    """run_autograder: the prelude, otter's activation, the background grading, otter, the finalize
+    step. The two shardlab steps run `platforms.otter`, which must not import otter (about a second
+    of pandas and nbconvert, twice per run): the plugin that needs otter lives in `otter_plugin`."""
+    from shardlab.autograder.publish.otter_export import OTTER_CONFIG, OTTER_RUN_LINE
+    text = zipfile.ZipFile(autograder_zip).read("run_autograder").decode()
+    lines = text.splitlines()
+    step = "python -m shardlab.autograder.platforms.otter"
+    grade = next(k for k, line in enumerate(lines) if line.startswith(f"{step} grade"))
+    assert lines[grade].endswith(" &") and " $$ " in lines[grade]      # in the background, told run_autograder's pid
+    assert lines.index("mamba activate otter-env") < grade < lines.index(OTTER_RUN_LINE)
+    assert lines[-1].startswith(f"{step} finalize")
+    assert OTTER_CONFIG["plugins"] == ["shardlab.autograder.platforms.otter_plugin.QuarantinePlugin"]
+    probe = ("import sys, shardlab.autograder.platforms.otter; "
+             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'otter'))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def _ag_with_upload(tmp_path: Path) -> Path:
+    """A Gradescope layout: the shipped course config, the metadata, the upload quarantined (a lone zip)."""
+    from shardlab.autograder.publish.gradescope_replay import gradescope_metadata
+    from shardlab.autograder.publish.otter_export import config_text
+    ag = tmp_path / "autograder"
+    (ag / "source").mkdir(parents=True)
+    (ag / "source" / CONFIG_FILE).write_text(config_text(None))
+    (ag / "submission_metadata.json").write_text(json.dumps(gradescope_metadata([{"email": "a@b.c", "id": 1}])))
+    (ag / "submission").mkdir()
+    (ag / "shardlab-submission").mkdir()
+    with zipfile.ZipFile(ag / "shardlab-submission" / "work.zip", "w") as zf:
+        zf.writestr("notes.txt", "no assignments here\n")
+    (ag / "shardlab").mkdir()
+    return ag
+
+
+def test_with_a_background_grading_the_kernel_leaves_the_upload_alone_and_waits_for_its_report(tmp_path):
+    """The entry file's handle: the upload is not looked at (the lone zip is not unpacked while the
+    background grading reads it), the kernel's being up is recorded, and the first case returns the
+    report that process writes, once it is written."""
+    from shardlab.autograder.platforms import otter as runtime
+    ag = _ag_with_upload(tmp_path)
+    writer = subprocess.Popen([sys.executable, "-c", "import json, os, sys, time; time.sleep(0.5); "
+                               "open(sys.argv[1] + '.tmp', 'w').write(json.dumps({'score': 7})); "
+                               "os.replace(sys.argv[1] + '.tmp', sys.argv[1])", str(ag / REPORT_FILE)])
+    (ag / runtime.GRADING_PID_FILE).write_text(f"{writer.pid}\n")
+    handle = locate_submission(ag / "submission")
+    assert handle["grading_pid"] == str(ag / runtime.GRADING_PID_FILE) and "error" not in handle
+    assert not (ag / "shardlab-submission" / "_unzipped").exists()
+    assert (ag / runtime.KERNEL_UP_FILE).is_file()
+    try:
+        assert runtime.graded(handle) == {"score": 7}
+    finally:
+        writer.wait(timeout=30)
+        runtime._reports.clear()
+
+
+def test_a_background_grading_that_ends_without_a_report_is_graded_in_the_kernel(tmp_path):
+    """The process ended (killed, say) and wrote nothing: the kernel grades the upload itself, as
+    without a background grading (here a lone zip without assignments/: 0 with one sentence)."""
+    from shardlab.autograder.platforms import otter as runtime
+    ag = _ag_with_upload(tmp_path)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    (ag / runtime.GRADING_PID_FILE).write_text(f"{gone.pid}\n")
+    handle = locate_submission(ag / "submission")
+    try:
+        report = runtime.graded(handle)
+    finally:
+        gone.wait(timeout=30)
+        runtime._reports.clear()
+    assert report["score"] == 0 and report["no_submission"] and "work.zip" in report["submission"]
+    assert json.loads((ag / REPORT_FILE).read_text())["no_submission"] == report["no_submission"]
+
+
+KERNEL_STANDIN = """import json, socket, sys, time
+socks = [socket.socket() for _ in range(5)]
+for s in socks:
+    s.bind(("127.0.0.1", 0)); s.listen()
+ports = [s.getsockname()[1] for s in socks]
+if sys.argv[4] == "lie":        # name one port nobody listens on
+    spare = socket.socket(); spare.bind(("127.0.0.1", 0)); ports[4] = spare.getsockname()[1]; spare.close()
+keys = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
+open(sys.argv[3] + ".tmp", "w").write(json.dumps({"transport": "tcp", "ip": "127.0.0.1", **dict(zip(keys, ports))}))
+import os; os.replace(sys.argv[3] + ".tmp", sys.argv[3])
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("listens", [True, False])
+def test_kernel_listening_reads_the_kernels_connection_file_and_its_ports(tmp_path, listens):
+    """A stand-in for otter's kernel, a child of this process run as `... ipykernel_launcher -f FILE`:
+    nothing is listening until FILE names five ports, all of which it listens on."""
+    from shardlab.autograder.platforms.otter import kernel_listening
+    connection = tmp_path / "kernel-1.json"
+    assert not kernel_listening(os.getpid())
+    kernel = subprocess.Popen([sys.executable, "-c", KERNEL_STANDIN, "ipykernel_launcher", "-f", str(connection),
+                               "honest" if listens else "lie"])
+    try:
+        for _ in range(600):
+            if connection.is_file():
+                break
+            kernel.poll()
+            assert kernel.returncode is None
+            time.sleep(0.05)
+        assert kernel_listening(os.getpid()) is listens
+        assert not kernel_listening(kernel.pid)          # under the kernel itself: no kernel
+    finally:
+        kernel.kill()
+        kernel.wait()
 
 
 def _otter_results(autograder_zip: Path, submission: Path, out: Path) -> dict:

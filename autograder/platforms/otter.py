@@ -11,15 +11,27 @@ in otter's kernel:
    working folder into `<autograder dir>/shardlab-submission/`, so otter
    finds only the entry file to grade, and a student folder named `otter/`
    or `autograder/` cannot shadow a package the kernel imports.
-   `QuarantinePlugin.before_grading` (an otter plugin, outside the kernel)
-   moves anything still there, for `otter run`, which has no prelude.
+   `QuarantinePlugin.before_grading` (an otter plugin, outside the kernel,
+   `platforms.otter_plugin`) moves anything still there, for `otter run`,
+   which has no prelude.
+   Then run_autograder (`otter_export.RUN_GRADING`) starts the grading
+   itself in the background (`grade_before_otter`, a process of its own) and
+   records its pid in `<autograder dir>/shardlab/grading.pid`: its start-up
+   (the zygote's torch import, the grader's imports) runs while otter
+   imports its libraries and starts its kernel, and the grading proper
+   starts as soon as the kernel holds its ports (docs/performance.md, "A
+   Gradescope run, replayed").
 2. The entry file calls `locate_submission()`: where `assignments/` is, and
    which course config the zip shipped. An upload without a single
    `assignments/` (a notebook alone, two kits) is graded all the same: a
-   report of 0 whose one sentence each question's output says once.
+   report of 0 whose one sentence each question's output says once. When
+   the grading was started before otter, the handle only says so: the
+   upload is not looked at again while it is being graded.
 3. Every test case calls `check_part(handle, part_id, group)`. The first call grades
    the whole submission with the shardlab engine (student code runs in its
-   sandbox subprocesses); the report is kept in memory and written to
+   sandbox subprocesses), or, when run_autograder started that grading
+   before otter, waits for its report (and grades here if that process
+   ended without one); the report is kept in memory and written to
    `<autograder dir>/shardlab/report.json`; every case is answered from it.
 4. `QuarantinePlugin.after_grading` makes each failed case's message
    shardlab's feedback alone (no "Error at line" from otter), and puts the
@@ -40,8 +52,10 @@ from __future__ import annotations
 import html as _html
 import json
 import os
+import select
 import shutil
 import sys
+import time
 from pathlib import Path
 
 from shardlab.autograder.core.results import points_text
@@ -52,7 +66,13 @@ ENTRY_FILE = "shardlab_otter_entry.py"
 CONFIG_FILE = "shardlab-course.toml"      # at the zip's root: <autograder dir>/source/
 QUARANTINE = "shardlab-submission"         # <autograder dir>/shardlab-submission/
 REPORT_FILE = Path("shardlab") / "report.json"
-_OTTER_OWN = {ENTRY_FILE, "tests", "__init__.py"}   # what otter itself puts in submission/
+GRADING_PID_FILE = Path("shardlab") / "grading.pid"    # the grading run_autograder started before otter
+GRADING_LOG = Path("shardlab") / "grading.log"         # that grading's own output (root's, never shown)
+KERNEL_UP_FILE = Path("shardlab") / "kernel-up"        # the entry file ran: otter's kernel holds its ports
+KERNEL_WAIT_SECONDS = 120       # the background grading waits this long for otter's kernel, then leaves it the grading
+OTTER_OWN = {ENTRY_FILE, "tests", "__init__.py"}   # what otter itself puts in submission/
+_WAIT_POLL_SECONDS = 0.05       # how often the background grading and the kernel's cases look at each other
+_KERNEL_PORTS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")   # a connection file's
 
 _reports: dict[str, dict] = {}
 WRITTEN_CAP = 8000          # characters of a written answer shown on Gradescope (the file is there in full)
@@ -91,20 +111,39 @@ def _zips(folder: Path) -> list[Path]:
 def locate_submission(cwd: str | Path | None = None) -> dict:
     """Called by the entry file in otter's kernel: {root, config, report, metadata}, plus
     {error} when the upload could not be opened (graded as a report of that error);
-    {error} alone when the zip itself is broken (no course config).
+    {error} alone when the zip itself is broken (no course config);
+    plus {grading_pid} when run_autograder started the grading before otter
+    (`grade_before_otter`): then the upload is left alone (that grading is reading it).
     An upload without a single assignments/ folder is graded like any other:
     `grade_path` scores it 0 with one sentence."""
     here = Path(cwd or os.getcwd()).resolve()
     # the kernel starts in the submission folder, which is on sys.path: drop it
     sys.path[:] = [p for p in sys.path if p and Path(p).resolve() != here]
+    pid_file = here.parent / GRADING_PID_FILE
+    if pid_file.is_file() and (here.parent / "source" / CONFIG_FILE).is_file():
+        (here.parent / KERNEL_UP_FILE).touch()      # the background grading may open ports now
+        quarantined = here.parent / QUARANTINE
+        return {**_paths(here.parent), "root": str(quarantined if quarantined.is_dir() else here),
+                "grading_pid": str(pid_file)}
+    return find_submission(here)
+
+
+def _paths(ag_dir: Path) -> dict:
+    """The handle's fixed paths: the shipped course config, the report, Gradescope's metadata."""
+    return {"config": str(ag_dir / "source" / CONFIG_FILE), "report": str(ag_dir / REPORT_FILE),
+            "metadata": str(ag_dir / "submission_metadata.json")}   # Gradescope's: the student id
+
+
+def find_submission(here: Path) -> dict:
+    """`locate_submission`'s handle, the upload looked at: `here` is otter's
+    submission folder; the upload is the quarantined one beside it, else `here`."""
     ag_dir = here.parent
     config = ag_dir / "source" / CONFIG_FILE
     if not config.is_file():
         return {"error": f"shardlab: the course config {config} is missing from the autograder zip"}
     quarantined = ag_dir / QUARANTINE
     upload = quarantined if quarantined.is_dir() else here
-    handle = {"config": str(config), "report": str(ag_dir / REPORT_FILE),
-              "metadata": str(ag_dir / "submission_metadata.json")}   # Gradescope's: the student id
+    handle = _paths(ag_dir)
     try:
         root = find_upload(upload)
     except Exception as exc:   # a bad zip inside the upload (a link, a path outside): a report of why
@@ -116,8 +155,16 @@ def locate_submission(cwd: str | Path | None = None) -> dict:
 
 
 def graded(handle: dict) -> dict:
-    """The submission's report as a dict: graded once per grading run."""
+    """The submission's report as a dict: graded once per grading run (by the
+    process run_autograder started before otter, when the handle says so)."""
     key = handle["root"]
+    if key not in _reports and "grading_pid" in handle:
+        report = _background_report(handle)
+        if report is not None:
+            _reports[key] = report
+            return report
+        # that process ended without a report (killed): grade here, the upload now left alone
+        handle = find_submission(Path(handle["report"]).parent.parent / "submission")
     if key not in _reports:
         from shardlab.autograder.engine.grading import grade_path
         from shardlab.autograder.core.errors import ShardlabError
@@ -147,6 +194,106 @@ def graded(handle: dict) -> dict:
         os.replace(tmp, out)
         _reports[key] = report
     return _reports[key]
+
+
+def _background_report(handle: dict) -> dict | None:
+    """The report of the grading run_autograder started before otter, once
+    written (it is written whole: `os.replace`); None when that process ended
+    without writing it. No bound of its own: the grading keeps the course's
+    budget, as it does when it runs in the kernel."""
+    report = Path(handle["report"])
+    pid = int(Path(handle["grading_pid"]).read_text().split()[0])
+    try:
+        pidfd = os.pidfd_open(pid)      # readable once the process has ended, reaped or not
+    except ProcessLookupError:           # ended and reaped already
+        return _report_if_written(report)
+    try:
+        while not report.is_file():
+            if select.select([pidfd], [], [], _WAIT_POLL_SECONDS)[0]:
+                return _report_if_written(report)      # ended: the report is there now or never
+    finally:
+        os.close(pidfd)
+    return _report_if_written(report)
+
+
+def _report_if_written(report: Path) -> dict | None:
+    return json.loads(report.read_text(encoding="utf-8")) if report.is_file() else None
+
+
+def grade_before_otter(ag_dir: str | Path, run_autograder_pid: int) -> None:
+    """run_autograder's grading, started in the background before otter
+    (`otter_export.RUN_GRADING`): the submission otter's submission folder had
+    (quarantined by RUN_PRELUDE) graded as `graded` grades it, the report written
+    to `<ag_dir>/shardlab/report.json`, where the kernel's cases find it.
+
+    What opens no port runs at once, while otter starts: the zygote's torch
+    import and warm-up, the grader's imports, finding the upload. The grading
+    itself waits until otter's kernel (under run_autograder, process
+    `run_autograder_pid`) holds its TCP ports (`kernel_listening`), or its
+    entry file has run (KERNEL_UP_FILE): jupyter_client picks the kernel's
+    ports (free ones, then closed) a second or more before the kernel binds
+    them, and the gloo ranks bind and connect hundreds of ports of the same
+    ephemeral range (about 430 in a grading of the solutions); one taken in
+    between kills the kernel, and otter writes no results. When the kernel
+    is not up within KERNEL_WAIT_SECONDS (otter failed, or a machine that
+    slow), nothing is graded here; a kernel that comes later finds no report
+    and grades itself (`graded`)."""
+    from shardlab.autograder.sandbox import zygote
+    zygote.shared()
+    from shardlab.autograder.engine import grading  # noqa: F401 - imported while otter starts, not after
+    ag = Path(ag_dir).resolve()
+    handle = find_submission(ag / "submission")
+    if "report" not in handle:   # the zip has no course config: the kernel's cases say so
+        return
+    deadline = time.monotonic() + KERNEL_WAIT_SECONDS
+    while not ((ag / KERNEL_UP_FILE).is_file() or kernel_listening(run_autograder_pid)):
+        if time.monotonic() > deadline:
+            return
+        time.sleep(_WAIT_POLL_SECONDS)
+    graded(handle)
+
+
+def kernel_listening(ancestor: int) -> bool:
+    """Whether the Jupyter kernel under process `ancestor` (run_autograder: otter
+    starts it as `python -m ipykernel_launcher -f FILE`) listens on every TCP
+    port its connection file FILE names (jupyter_client writes the file before
+    it starts the kernel; /proc/net/tcp lists the listening ports, state 0A)."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:        # "pid (comm) state ppid ...": comm may hold spaces and parentheses
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):   # gone meanwhile
+            continue
+    files = []
+    for pid in parents:
+        up, hops = pid, 0
+        while up in parents and up != ancestor and hops < 64:
+            up, hops = parents[up], hops + 1
+        if up != ancestor or pid == ancestor:
+            continue
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"ipykernel_launcher" in argv and b"-f" in argv[:-1]:
+            files.append(Path(os.fsdecode(argv[argv.index(b"-f") + 1])))
+    if not files:
+        return False
+    listening = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        listening |= {int(row.split()[1].rsplit(":", 1)[1], 16) for row in rows if row.split()[3] == "0A"}
+    for file in files:
+        try:
+            info = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):           # not written yet
+            return False
+        if info.get("transport", "tcp") == "tcp" and not {int(info[k]) for k in _KERNEL_PORTS} <= listening:
+            return False
+    return True
 
 
 def case_failure(report: dict, part_id: str, group: int | None = None) -> str | None:
@@ -180,20 +327,6 @@ def check_part(handle: dict | None, part_id: str, group: int | None = None) -> N
     message = case_failure(graded(handle), part_id, group)
     if message is not None:
         raise AssertionError(message)
-
-
-def _quarantine(submission_dir: Path) -> None:
-    target = submission_dir.parent / QUARANTINE
-    target.mkdir(exist_ok=True)
-    for entry in submission_dir.iterdir():
-        if entry.name not in _OTTER_OWN:
-            shutil.move(str(entry), str(target / entry.name))
-
-
-try:
-    from otter.plugins import AbstractOtterPlugin
-except ImportError:   # otter is only needed when grading under otter
-    AbstractOtterPlugin = object
 
 
 def finalize_results(ag_dir: str | Path) -> None:
@@ -330,26 +463,9 @@ def grading_notes(report: dict) -> str:
     return "\n".join(lines)
 
 
-class QuarantinePlugin(AbstractOtterPlugin):
-    """otter plugin (listed in the zip's otter_config.json): before the kernel
-    starts, move the student's files out of its working folder; after grading,
-    make each failed case's message shardlab's alone and add the report's
-    notes (walls, internal errors) to the results."""
-
-    def before_grading(self, config):
-        _quarantine(Path(self.submission_path).resolve().parent)
-
-    def after_grading(self, results):
-        path = Path(self.submission_path).resolve().parent.parent / REPORT_FILE
-        try:
-            report = json.loads(path.read_text(encoding="utf-8"))
-            notes = grading_notes(report)
-        except (OSError, ValueError):
-            report, notes = None, "shardlab: no grading report was written (see the test cases)."
-        clean_case_messages(results, report)
-        results.set_output(notes)
-
-
-if __name__ == "__main__":      # run_autograder: python -m shardlab.autograder.platforms.otter finalize DIR
+if __name__ == "__main__":      # run_autograder: python -m shardlab.autograder.platforms.otter finalize DIR,
+    # and (in the background) ... grade DIR PID, PID being run_autograder's
     if sys.argv[1:2] == ["finalize"] and len(sys.argv) == 3:
         finalize_results(sys.argv[2])
+    elif sys.argv[1:2] == ["grade"] and len(sys.argv) == 4:
+        grade_before_otter(sys.argv[2], int(sys.argv[3]))

@@ -45,7 +45,8 @@ from pathlib import Path
 from shardlab.autograder.platforms.process_memory import PeakSampler
 from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.sandbox.jail import Cgroup
-from shardlab.autograder.publish.otter_export import CACHE_DIR, OTTER_ENV_NAME, SETUP_TAIL_MARK
+from shardlab.autograder.platforms.otter import GRADING_PID_FILE, KERNEL_UP_FILE, REPORT_FILE
+from shardlab.autograder.publish.otter_export import AUTOGRADER_DIR, CACHE_DIR, OTTER_ENV_NAME, SETUP_TAIL_MARK
 
 CONDA_LINES = ("export PATH=/root/miniforge3/bin:", 'eval "$(mamba shell hook', f"mamba activate {OTTER_ENV_NAME}")
 # `mamba run -n otter-env CMD...` in setup.sh: CMD in the scratch venv (its bin/ is first on PATH)
@@ -53,6 +54,9 @@ MAMBA_SHIM = f'mamba() {{ if [ "$1 $2 $3" = "run -n {OTTER_ENV_NAME}" ]; then sh
 RUN_TIMEOUT_SECONDS = 600
 REPLAY_MEMORY_BYTES = 16 * 2**30     # bounds of a replayed run's cgroup: far above one grading
 REPLAY_PIDS = 32768          # Gradescope's default limit is 10 minutes; otter run has none
+# the files whose modification times mark a run's milestones (`Run.stamps`), under /autograder
+STAMP_FILES = {"grading started": GRADING_PID_FILE, "kernel up": KERNEL_UP_FILE, "report written": REPORT_FILE,
+               "otter's results": Path("results") / "results.pkl", "results final": Path("results") / "results.json"}
 
 
 @dataclass
@@ -65,6 +69,7 @@ class Run:
     peak_cgroup_bytes: int | None  # the run's cgroup memory peak (page cache included), where measurable
     peak_pss_bytes: int            # the largest sum of PSS over the run's processes, sampled every 20 ms
     cache_after: list[str]         # the files of the image's shardlab cache when the run ended
+    stamps: dict[str, float] | None = None   # STAMP_FILES' milestone -> seconds after the run started
 
 
 def _namespace(script: str, env: dict[str, str], timeout: float, cgroup: Cgroup | None = None):
@@ -224,6 +229,7 @@ def replay(image: Path, venv: Path, upload: Path, metadata: dict, work: Path, cp
     (work / "submission_metadata.json").write_text(json.dumps(metadata))
     home = work / "home"
     home.mkdir(exist_ok=True)
+    stamp_paths = shlex.join(str(path) for path in STAMP_FILES.values())
     script = f"""set -e
 mount -t tmpfs -o size=2g tmpfs /autograder
 cp -a {image} /autograder/source
@@ -234,9 +240,12 @@ cp {work}/run_autograder /autograder/run_autograder
 cd /autograder && bash /autograder/run_autograder || true
 cp /autograder/results/results.json {work}/results.json 2>/dev/null || true
 ls -A {CACHE_DIR} > {work}/cache-after.txt 2>/dev/null || true
+cd {AUTOGRADER_DIR} && stat -c '%.9Y %n' {stamp_paths} > {work}/stamps.txt 2>/dev/null || true
 """
     (work / "results.json").unlink(missing_ok=True)
+    (work / "stamps.txt").unlink(missing_ok=True)
     cgroup = _run_cgroup(cpus)
+    started_at = time.time()            # the files' clock, for the stamps
     start = time.monotonic()
     proc = _namespace(script, _script_env(home), RUN_TIMEOUT_SECONDS, cgroup)
     sampler = PeakSampler().start(proc.pid)
@@ -253,7 +262,21 @@ ls -A {CACHE_DIR} > {work}/cache-after.txt 2>/dev/null || true
     results = json.loads(path.read_text()) if path.is_file() else None
     listing = work / "cache-after.txt"
     cache_after = listing.read_text().split() if listing.is_file() else []
-    return Run(results, log, seconds, peak_cgroup, sampler.peak_bytes, cache_after)
+    return Run(results, log, seconds, peak_cgroup, sampler.peak_bytes, cache_after,
+               _stamps(work / "stamps.txt", started_at))
+
+
+def _stamps(listing: Path, started_at: float) -> dict[str, float]:
+    """STAMP_FILES' milestones found in `listing` (`stat -c '%.9Y %n'`, paths relative to
+    /autograder), as seconds after `started_at`; a file the run did not write is left out."""
+    names = {str(path): name for name, path in STAMP_FILES.items()}
+    out = {}
+    if listing.is_file():
+        for line in listing.read_text().splitlines():
+            mtime, _, path = line.partition(" ")
+            if path in names:
+                out[names[path]] = float(mtime) - started_at
+    return out
 
 
 def gradescope_metadata(users: list[dict], submission_method: str = "upload") -> dict:

@@ -25,7 +25,10 @@ Pipeline, in order:
    set, and the upload is moved out of otter's submission folder before
    otter looks for the file to grade, so
    otter only ever finds the entry file, whatever the upload holds (a
-   notebook, other `.py` files, `__MACOSX/`, a GitHub checkout);
+   notebook, other `.py` files, `__MACOSX/`, a GitHub checkout); just
+   before otter's own line, RUN_GRADING starts the grading in the
+   background, so it runs while otter starts (the kernel's cases wait for
+   its report: `platforms.otter.grade_before_otter`);
 5. the wheel, the course config, the course's own question folders
    (`[course] question_dirs`, at their place relative to the config; their
    definition, reference, scenario and checks, never their solution) and
@@ -59,7 +62,8 @@ from shardlab.autograder.core import content, course_folders
 from shardlab.autograder.engine.answer_sheet import ROSTER_FILE, SHEET_TITLE, sheet_parts
 from shardlab.autograder.engine.plan import case_groups, group_points, part_cases
 from shardlab.autograder.core.errors import ShardlabError
-from shardlab.autograder.platforms.otter import CONFIG_FILE, ENTRY_FILE, QUARANTINE, question_file_title
+from shardlab.autograder.platforms.otter import (CONFIG_FILE, ENTRY_FILE, GRADING_LOG, GRADING_PID_FILE, QUARANTINE,
+                                                 question_file_title)
 from shardlab.autograder.core.results import points_text
 from shardlab.autograder.questions import hand_graded, part_points, questions
 from shardlab.reference.cache import CACHE_ENV
@@ -71,7 +75,7 @@ AUTOGRADER_DIR = "/autograder"          # otter's default autograder_dir (Grades
 OTTER_ENV_NAME = "otter-env"            # the conda env otter's setup.sh creates
 OTTER_CONFIG = {
     "lang": "python",
-    "plugins": ["shardlab.autograder.platforms.otter.QuarantinePlugin"],
+    "plugins": ["shardlab.autograder.platforms.otter_plugin.QuarantinePlugin"],
     "show_hidden": True,            # hidden cases' results after grades are published
     "show_all_public": True,        # all cases public: every result shows at once
     "show_stdout": False,
@@ -155,6 +159,16 @@ export {CACHE_ENV}={CACHE_DIR}
 rm -rf {AUTOGRADER_DIR}/{QUARANTINE}
 mkdir -p {AUTOGRADER_DIR}/{QUARANTINE}
 find {AUTOGRADER_DIR}/submission -mindepth 1 -maxdepth 1 -exec mv -t {AUTOGRADER_DIR}/{QUARANTINE} -- {{}} +
+"""
+
+# otter's own line in run_autograder, after the env's activation: the grading starts just before it
+OTTER_RUN_LINE = f"python {AUTOGRADER_DIR}/source/run_otter.py"
+RUN_GRADING = f"""\
+# shardlab: the grading starts now, in the background, while otter imports its libraries and
+# starts its kernel; the kernel's test cases wait for its report (platforms/otter.py)
+mkdir -p {AUTOGRADER_DIR}/{GRADING_PID_FILE.parent}
+python -m shardlab.autograder.platforms.otter grade {AUTOGRADER_DIR} $$ > {AUTOGRADER_DIR}/{GRADING_LOG} 2>&1 &
+echo $! > {AUTOGRADER_DIR}/{GRADING_PID_FILE}
 """
 
 RUN_EPILOGUE = (f"python -m shardlab.autograder.platforms.otter finalize {AUTOGRADER_DIR}"
@@ -328,7 +342,7 @@ def _add_shardlab_steps(target: Path, own_dirs: tuple[str, ...] = ()) -> None:
     """Rewrite otter's zip: setup.sh becomes `setup_script` (otter's own
     version of Miniforge), environment.yml installs otter without its
     plugins' extra packages, run_autograder gets RUN_PRELUDE after its
-    shebang and RUN_EPILOGUE at its end."""
+    shebang, RUN_GRADING before otter's own line and RUN_EPILOGUE at its end."""
     from otter.generate import MINIFORGE_VERSION
     with zipfile.ZipFile(target) as zf:
         entries = [(info, zf.read(info)) for info in zf.infolist()]
@@ -343,7 +357,13 @@ def _add_shardlab_steps(target: Path, own_dirs: tuple[str, ...] = ()) -> None:
                 data = data.replace(OTTER_REQUIREMENT.encode(), OTTER_LEAN_REQUIREMENT.encode())
             elif info.filename == "run_autograder":
                 shebang, _, rest = data.partition(b"\n")
-                data = shebang + b"\n" + RUN_PRELUDE.encode() + rest.rstrip(b"\n") + b"\n" + RUN_EPILOGUE.encode()
+                lines = rest.rstrip(b"\n").split(b"\n")
+                if lines.count(OTTER_RUN_LINE.encode()) != 1:
+                    raise ShardlabError(f"otter's run_autograder no longer runs {OTTER_RUN_LINE!r} once "
+                                        "(a new otter version?): update publish/otter_export.py")
+                at = lines.index(OTTER_RUN_LINE.encode())
+                lines[at:at] = RUN_GRADING.encode().rstrip(b"\n").split(b"\n")
+                data = shebang + b"\n" + RUN_PRELUDE.encode() + b"\n".join(lines) + b"\n" + RUN_EPILOGUE.encode()
             zf.writestr(info, data)
 
 
