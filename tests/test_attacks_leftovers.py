@@ -193,3 +193,31 @@ def test_a_grader_killed_otherwise_is_swept_by_the_next(private_tmp, clinging_su
     assert left and all(name.startswith(f"shardlab-{grader.pid}-") for name in left), left   # the attack's effect
     leftovers.sweep_dead()                          # what the next grader does first (`grading.grade_path`)
     _assert_nothing_left(private_tmp, shm_before, cgroups_before)
+
+
+@pytest.mark.timeout(120)
+def test_a_dead_graders_nested_cgroup_is_swept_and_costs_the_next_grader_no_wait(monkeypatch):
+    """A grader that ran inside another grader's sandbox cgroup made its own cgroups under it;
+    both dead, the parent cannot be removed before its child. The sweep removes both, without
+    waiting out its retries (it once spent 3 s of every later grading's start failing on one)."""
+    if not jail.walls().cgroup:
+        pytest.skip("no per-sandbox cgroups on this machine")
+    dead = []
+    for _ in range(2):
+        child = subprocess.Popen(["true"])
+        child.wait()
+        dead.append(child.pid)
+    ours = Cgroup.create(memory_bytes=1 << 30)              # where a grader's cgroups go, per hierarchy
+    assert ours is not None
+    made = {}
+    for controller, d in ours.dirs.items():
+        parent = os.path.join(os.path.dirname(d), f"shardlab-{dead[0]}-{os.urandom(4).hex()}")
+        os.mkdir(parent)                                       # the dead grader's
+        os.mkdir(os.path.join(parent, f"shardlab-{dead[1]}-{os.urandom(4).hex()}"))
+        made[controller] = parent
+    ours.remove()
+    sleeps = []
+    monkeypatch.setattr(jail.time, "sleep", lambda s: sleeps.append(s))
+    leftovers.sweep_dead()
+    assert not [d for d in made.values() if os.path.exists(d)], "a nested cgroup outlived the sweep"
+    assert sum(sleeps) < 0.1, f"the sweep waited {sum(sleeps):.2f} s on cgroups it could remove at once"

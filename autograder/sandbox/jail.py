@@ -521,12 +521,14 @@ class Cgroup:
             _write(os.path.join(d, "cgroup.procs"), str(pid))
 
     def pids(self) -> set[int]:
+        """Every process in the cgroup or a cgroup nested in it."""
         out: set[int] = set()
         for d in self.dirs.values():
-            try:
-                out.update(int(p) for p in open(os.path.join(d, "cgroup.procs")).read().split())
-            except OSError:
-                pass
+            for top, _, _ in os.walk(d):
+                try:
+                    out.update(int(p) for p in open(os.path.join(top, "cgroup.procs")).read().split())
+                except OSError:
+                    pass
         return out
 
     def kill(self) -> None:
@@ -545,13 +547,20 @@ class Cgroup:
             time.sleep(0.005)
 
     def remove(self) -> None:
+        """Remove the cgroup's folders, the cgroups nested in them first (a grader that ran
+        inside another's cgroup made its own under it: the parent cannot go before them), each
+        retried for up to a second while its killed members finish dying."""
         for d in self.dirs.values():
-            for _ in range(100):
-                try:
-                    os.rmdir(d)
-                    break
-                except OSError:
-                    time.sleep(0.01)
+            nested = [top for top, _, _ in os.walk(d, topdown=False)]     # children before parents
+            for folder in nested:
+                for _ in range(100):
+                    try:
+                        os.rmdir(folder)
+                        break
+                    except FileNotFoundError:
+                        break
+                    except OSError:
+                        time.sleep(0.01)
 
     @classmethod
     def left_by(cls, grader_pid: int | None) -> list["Cgroup"]:
