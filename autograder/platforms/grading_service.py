@@ -40,10 +40,8 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import gc
 import importlib
-import io
 import json
 import os
 import select
@@ -53,6 +51,9 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable
+
+from shardlab.autograder.sandbox.jail import die_with_parent
+from shardlab.autograder.sandbox.zygote import fresh_standard_streams
 
 # what a grading imports beyond the CLI (the service's entry), the lazy imports included (`python -X
 # importtime` of one grading); torch is not among them: the grader never imports it on a warm machine
@@ -83,7 +84,6 @@ ERROR_LIMIT = 64 << 10        # bytes of its stderr kept, the end of it
 START_SECONDS = 60.0          # the service's own imports, on a loaded machine
 REPLY_MARGIN_SECONDS = 60.0   # batch waits this much past a request's timeout: the kill and sweep
 STOP_SECONDS = 30.0           # a stopping service's kill and sweep of the grading under way
-PR_SET_PDEATHSIG = 1
 
 
 class ServiceError(Exception):
@@ -176,16 +176,13 @@ def _grade_in_child(run: Callable[[], None], argv: list[str], out: int, err: int
     try:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)       # the service's handler is not the grader's
         os.setsid()
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        die_with_parent()
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(out, 1)
         os.dup2(err, 2)
         os.closerange(3, os.sysconf("SC_OPEN_MAX"))      # the service's pipes and files are not the grader's
-        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
-        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
-        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True,
-                                      errors="backslashreplace")
+        fresh_standard_streams()
         sys.argv = ["shardlab", *argv]
         try:
             run()

@@ -104,6 +104,12 @@ def _prctl(option: int, arg: int, what: str) -> None:
     _check(_libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0), what)
 
 
+def die_with_parent() -> None:
+    """This process gets SIGKILL when its parent dies (PR_SET_PDEATHSIG): a grader's
+    forks never outlive what supervises them. Raises JailError if the kernel refuses."""
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "parent-death signal")
+
+
 # ---- the allow-list ----------------------------------------------------------------
 
 
@@ -316,7 +322,7 @@ def confine(submission: str | None, keep: tuple[int, ...], namespaces: bool, scr
     parent = os.getppid()
     _enter_namespaces(as_root)
     # the caller dies with whoever started it (set after unshare, which may clear it)
-    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "parent-death signal")
+    die_with_parent()
     if os.getppid() != parent:
         os._exit(137)
     # open everything the root needs in the new mount namespace (a bind source
@@ -333,7 +339,7 @@ def confine(submission: str | None, keep: tuple[int, ...], namespaces: bool, scr
     # PID 1: trusted; dies with the caller, and the namespace with it
     try:
         os.close(alive_w)
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "parent-death signal")
+        die_with_parent()
         if select.select([alive_r], [], [], 0)[0]:     # EOF: the caller died before the prctl
             os._exit(137)
         _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m")

@@ -249,6 +249,14 @@ atexit.register(forget_shared)
 # ---- the zygote process ---------------------------------------------------------------------
 
 
+def fresh_standard_streams() -> None:
+    """sys.stdin/stdout/stderr anew on descriptors 0, 1 and 2, unbuffered (as `python -u`
+    has): a forked child's streams after it has moved its descriptors there."""
+    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True, errors="backslashreplace")
+
+
 def _become(request: dict, fds: list[int], keep_status: int) -> None:
     """In the forked child: take the descriptors, session, folder and
     environment a fresh `python -I -m module` would have, then run its main."""
@@ -280,10 +288,7 @@ def _become(request: dict, fds: list[int], keep_status: int) -> None:
     if "torch.distributed" in sys.modules:
         # read at import, in the zygote: read it again from this child's environment
         sys.modules["torch.distributed"].set_debug_level_from_env()
-    # fresh, unbuffered streams on the new descriptors (as `python -u` has)
-    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
-    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
-    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True, errors="backslashreplace")
+    fresh_standard_streams()
     module, function = MODULES[request["module"]]
     sys.argv = [module, *request.get("argv", [])]
     import importlib

@@ -35,7 +35,6 @@ the grader caps.
 """
 from __future__ import annotations
 
-import ctypes
 import importlib
 import json
 import os
@@ -48,16 +47,9 @@ from datetime import timedelta
 
 from shardlab.autograder.sandbox.gloo.ranks.channel import Channel, unpack_tensors
 from shardlab.autograder.kit.student_values import describe_exception, plain
+from shardlab.autograder.sandbox.jail import die_with_parent
 from shardlab.autograder.sandbox.worker import BlockAnswerKey, import_student_module, load_submission_package
 
-PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass
 
 
 class _GraderLine:
@@ -179,7 +171,7 @@ def _fork_rank(spec: dict, rank: int, leader: int) -> int:
         try:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             os.setpgid(0, leader)
-            _die_with_parent()
+            die_with_parent()
             devnull = os.open(os.devnull, os.O_RDONLY)
             os.dup2(devnull, 0)
             os.close(spec["result_fd"])
@@ -250,7 +242,7 @@ def _load_course_scenarios(files) -> None:
 def serve() -> None:
     first = json.loads(sys.stdin.readline())
     results = os.fdopen(first["result_fd"], "w", buffering=1)
-    _die_with_parent()
+    die_with_parent()
     preload()
     for extra in first.get("modules", ()):     # scenarios outside grading (the benchmark)
         importlib.import_module(extra)
