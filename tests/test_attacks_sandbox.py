@@ -70,6 +70,26 @@ def walk_for(markers, skip=("/proc", "/sys", "/dev")):
 def visible(paths):
     return [p for p in paths if os.path.exists(p)]
 
+def read_or_change(paths):
+    """What each path shows, and whether it can be written, renamed or unmasked."""
+    out = {}
+    for p in paths:
+        shown = sorted(os.listdir(p)) if os.path.isdir(p) else open(p, "rb").read().decode("latin-1")
+        changed = []
+        for how in ("write", "rename", "unmount"):
+            try:
+                if how == "write":
+                    open(os.path.join(p, "x") if os.path.isdir(p) else p, "a").close()
+                elif how == "rename":
+                    os.rename(p, p + ".moved")
+                elif ctypes.CDLL(None, use_errno=True).umount2(p.encode(), 2) != 0:
+                    continue
+                changed.append(how)
+            except OSError:
+                pass
+        out[p] = [shown, changed]
+    return out
+
 def outlive(marker):
     """Detach every way there is: a new session, double fork, no parent-death
     signal, SIGTERM ignored; a thread too."""
@@ -198,6 +218,21 @@ def test_the_grader_and_its_outputs_are_not_visible(hostile):
     paths += [str(Path.home() / ".cache"), str(Path.home() / ".ssh"), str(REPO / "README.md")]
     out = _ask(hostile, "visible", paths=paths)
     assert out.error is None and out.value == [], out
+
+
+@needs_namespaces
+def test_the_graders_site_packages_entries_show_nothing(hostile):
+    """The jail masks the grader's own entries of site-packages where they lie: their names may
+    show (as under Landlock), their contents never, and the masks cannot be written, moved or lifted."""
+    # (this test's sys.path also holds the repository, which the jail does not show at all)
+    entries = [str(site / name) for site, names in jail.grader_site_entries().items() for name in names
+               if any(site.is_relative_to(p) for p in jail.allowed_paths())]
+    assert entries, "the grader is installed in no site-packages folder: nothing to check"
+    assert any(os.path.getsize(e) for e in entries if os.path.isfile(e)) or any(
+        os.listdir(e) for e in entries if os.path.isdir(e))            # outside, they hold something
+    out = _ask(hostile, "read_or_change", paths=entries)
+    assert out.error is None, out.error
+    assert out.value == {e: [[] if os.path.isdir(e) else "", []] for e in entries}
 
 
 @needs_namespaces
