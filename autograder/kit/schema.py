@@ -33,14 +33,17 @@ class Malformed(ValueError):
 def nesting_depth(value: Any, limit: int = MAX_DEPTH) -> int:
     """Levels of lists and dicts in `value` (a scalar is 0), counted without
     recursion; stops counting once past `limit` (returns limit + 1)."""
-    deepest, stack = 0, [(value, 0)]
+    if not isinstance(value, (list, dict)):
+        return 0
+    deepest, stack = 0, [(value, 1)]
     while stack:
-        item, depth = stack.pop()
-        if isinstance(item, (list, dict)):
-            if depth + 1 > limit:
-                return limit + 1
-            deepest = max(deepest, depth + 1)
-            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+        item, depth = stack.pop()          # a list or dict at level `depth`
+        if depth > limit:
+            return limit + 1
+        deepest = max(deepest, depth)
+        # only containers go on the stack: a tensor's values are thousands of scalars
+        stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item)
+                     if isinstance(v, (list, dict)))
     return deepest
 
 
@@ -56,17 +59,38 @@ def shown(value: Any) -> str:
     return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "..."
 
 
-def _at(path: str, key: Any) -> str:
-    return f"{path}[{shown(key)}]" if path else str(key)[:SHOWN_CHARS]
+class _Path:
+    """Where a value lies in a message, as `_at` names it: put together only when an error line
+    needs it (checking a tensor's values would otherwise format a name for each one)."""
+
+    __slots__ = ("parent", "key")
+
+    def __init__(self, parent: "str | _Path", key: Any):
+        self.parent, self.key = parent, key
+
+    def __str__(self) -> str:
+        return f"{self.parent}[{shown(self.key)}]" if self.parent else str(self.key)[:SHOWN_CHARS]
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+    def __bool__(self) -> bool:             # an empty name reads as "the message", as a str path did
+        return bool(str(self))
+
+
+def _at(path: "str | _Path", key: Any) -> "str | _Path":
+    """The path of `key` in the value at `path` ("result[3]", "state['w']"): a `_Path`, str() when shown."""
+    return _Path(path, key)
 
 
 class Schema:
     """One kind of value. `check` raises Malformed naming `path` when `value` does not fit."""
 
-    def check(self, value: Any, path: str) -> None:
+    def check(self, value: Any, path: "str | _Path") -> None:
+        """`path`: where `value` lies in the message ("" for the whole message)."""
         raise NotImplementedError
 
-    def fail(self, value: Any, path: str, wanted: str) -> Malformed:
+    def fail(self, value: Any, path: "str | _Path", wanted: str) -> Malformed:
         return Malformed(f"{path or 'the message'} is {shown(value)}, not {wanted}")
 
 
@@ -214,6 +238,8 @@ class Nested(Schema):
             return self.leaf.check(value, path)
         if self.max_depth <= 0:
             raise self.fail(value, path, "a number (the tensor has too many dimensions)")
+        if type(self.leaf) is Number and all(type(v) is float or type(v) is int for v in value):
+            return                          # a row of plain numbers (what json.loads makes) fits
         inner = Nested(self.leaf, self.max_depth - 1)
         for i, v in enumerate(value):
             inner.check(v, _at(path, i))
