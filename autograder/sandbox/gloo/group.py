@@ -44,6 +44,7 @@ from shardlab.autograder.core.phases import phase
 from shardlab.autograder.core.parts import Call
 from shardlab.autograder.kit.verdict import failure, unfinished
 from shardlab.autograder.sandbox.gloo.ranks.board import create_board
+from shardlab.autograder.sandbox.gloo.ranks.status import create_status, read_status
 from shardlab.autograder.sandbox import zygote
 from shardlab.autograder.sandbox.leftovers import private_folder
 from shardlab.autograder.sandbox.process import Limits, Outcome, Sandbox, CappedReader, kill_group
@@ -165,8 +166,7 @@ class WorkerGroup:
         self.pids: list[int] = []
         self.socks: list[socket.socket | None] = [None] * world_size
         self.buffers = [bytearray() for _ in range(world_size)]
-        self.where: list[str | None] = [None] * world_size   # the collective each rank is in
-        self.last: list[str | None] = [None] * world_size    # the last one it entered
+        self.status = os.path.join(self.dir, "status")       # where each rank is (`ranks.status`)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             listener.bind(os.path.join(self.dir, "ctl.sock"))
@@ -174,7 +174,8 @@ class WorkerGroup:
             spec = {"world_size": world_size, "root": server.root, "namespaces": server.box.walls.namespaces,
                     "socket": os.path.join(self.dir, "ctl.sock"), "store": os.path.join(self.dir, "store"),
                     "collective_seconds": server.gloo.collective_seconds,
-                    "memory_bytes": server.limits.memory_bytes}
+                    "memory_bytes": server.limits.memory_bytes, "status": self.status}
+            create_status(self.status, world_size)
             if server.gloo.fingerprints:
                 board = os.path.join(self.dir, "board")
                 create_board(board, world_size)
@@ -207,9 +208,10 @@ class WorkerGroup:
             conn.settimeout(None)
             self.socks[rank], self.buffers[rank] = conn, bytearray(rest)
         msgs = self._collect(deadline, set(range(self.world_size)), "ready")
+        where, _ = read_status(self.status, self.world_size)
         for rank in range(self.world_size):
             if msgs.get(rank) is not True:
-                stuck = f" (stuck in {self.where[rank]})" if self.where[rank] else ""
+                stuck = f" (stuck in {where[rank]})" if where[rank] else ""
                 raise GroupError(f"rank {rank} did not join the process group{stuck}: {msgs.get(rank)}")
 
     def _sock(self, rank: int) -> socket.socket:
@@ -243,10 +245,7 @@ class WorkerGroup:
                         sel.unregister(self.socks[r])
                         continue
                     for msg in msgs:
-                        if "at" in msg:
-                            self.where[r] = msg["at"]
-                            self.last[r] = msg["at"] or self.last[r]
-                        elif "died" in msg:
+                        if "died" in msg:
                             got[r] = ("died", None)
                         elif "error" in msg:
                             got[r] = ("error", msg)
@@ -269,8 +268,6 @@ class WorkerGroup:
         as its trusted process recorded them (None if a rank sent none)."""
         request = (json.dumps({"run": {"scenario": call.function, "module": call.module,
                                        "args": call.args, "trace": trace}}) + "\n").encode()
-        self.where = [None] * self.world_size
-        self.last = [None] * self.world_size
         try:
             for r in range(self.world_size):
                 self._sock(r).sendall(request)
@@ -283,13 +280,15 @@ class WorkerGroup:
             return Outcome(value=[got[r][1] for r in range(self.world_size)],
                            trace=events if trace and all(isinstance(e, list) for e in events) else None), "ok"
         if not failed:
-            return Outcome(error=unfinished(self.world_size, got, self.where, seconds)), "hung"
+            where, _ = read_status(self.status, self.world_size)
+            return Outcome(error=unfinished(self.world_size, got, where, seconds)), "hung"
         # let the other ranks report too: one failure often explains another
         more = self._collect(time.monotonic() + self.server.gloo.grace_seconds,
                              set(range(self.world_size)) - set(got), "result")
         got.update(more)
         failed = {r: v for r, v in got.items() if v[0] != "ok"}
-        state, text = failure(self.world_size, failed, self.where, self.last)
+        where, last = read_status(self.status, self.world_size)
+        state, text = failure(self.world_size, failed, where, last)
         return Outcome(error=text), state
 
     def kill(self) -> None:

@@ -17,15 +17,17 @@ process, over a socketpair. Protocol with the grader, all JSON lines:
 - stdin (grader -> server): first {"result_fd": fd, "modules": [extra
   scenario modules], "files": [[module name, file] of a course's own
   scenarios]}, then {"spawn": {"world_size", "root", "namespaces",
-  "socket", "store", "collective_seconds", "memory_bytes", "board"}} per group
-  ("board": the file on which the trusted ranks check the collectives' fingerprints,
+  "socket", "store", "collective_seconds", "memory_bytes", "status", "board"}} per group
+  ("status": the file on which each trusted rank keeps the collective it is in,
+  `ranks.status`; "board": the file on which the trusted ranks check the collectives' fingerprints,
   `ranks.fingerprint`; none: no check).
 - result fd (server -> grader): {"ready": true}, then {"spawned": [pids]}
   per group (the trusted processes' pids; the first is the group's process
   group id).
 - each trusted rank connects to the group's Unix socket (in a folder only
   the grader can enter) and sends {"hello": rank}, then {"ready": true} once
-  the process group is up, then per scenario (`ranks.trusted`).
+  the process group is up, then per scenario (`ranks.trusted`); where it is
+  blocked it keeps on its status slot, not in messages (`ranks.status`).
 
 Trusted ranks die with the fork server (PR_SET_PDEATHSIG), which dies with
 its parent (the zygote or the grader) and
@@ -139,15 +141,17 @@ def _rank_main(spec: dict, rank: int) -> None:
 
     from shardlab.autograder.sandbox.gloo.ranks.board import Board
     from shardlab.autograder.sandbox.gloo.ranks.fingerprint import FingerprintCheck
+    from shardlab.autograder.sandbox.gloo.ranks.status import RankStatus
     from shardlab.autograder.sandbox.gloo.ranks.trusted import serve_run
     from shardlab.autograder.kit.tracing import Tracer
 
     warnings.filterwarnings("ignore")             # torch's deprecation notes are not the student's output
     grader = _GraderLine(spec["socket"])
+    status = RankStatus(spec["status"], spec["world_size"], rank)     # where this rank is (`ranks.status`)
     grader.send(hello=rank, pid=os.getpid())
-    grader.send(at="torch.set_num_threads")
+    status.enter("torch.set_num_threads")
     torch.set_num_threads(1)
-    grader.send(at="the gloo rendezvous (init_process_group)")
+    status.enter("the gloo rendezvous (init_process_group)")
     store = dist.FileStore(spec["store"], spec["world_size"])
     dist.init_process_group("gloo", store=store, rank=rank, world_size=spec["world_size"],
                             timeout=timedelta(seconds=spec["collective_seconds"]))
@@ -155,12 +159,13 @@ def _rank_main(spec: dict, rank: int) -> None:
     if spec.get("board"):          # the ranks check each other's collective fingerprints (`ranks.fingerprint`)
         check = FingerprintCheck(Board(spec["board"], spec["world_size"], rank), spec["collective_seconds"],
                                  spec["world_size"])
-    grader.send(at=None)
-    tracer = Tracer(status=lambda label: grader.send(at=label), check=check)
+    status.enter(None)
+    tracer = Tracer(status=status.enter, check=check)
     tracer.install()
     channel = Channel(ours)
     grader.send(ready=True)
     while (msg := grader.receive()) is not None:
+        status.reset()
         serve_run(msg["run"], channel, grader.send, tracer, rank, spec["world_size"])
 
 
