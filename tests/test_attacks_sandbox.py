@@ -323,7 +323,9 @@ def test_a_sandbox_reaches_no_neighbour(hostile):
 def test_no_rank_reaches_its_groups_fingerprint_board(hostile, tmp_path, monkeypatch):
     """The trusted ranks check each other's collectives on a file in their group's folder
     (`gloo.ranks.board`), which a forged fingerprint on could pass a mismatched collective or
-    hang a rank. A student process told where the grader's folders are opens nothing there."""
+    hang a rank; beside it, each rank's status slot (`gloo.ranks.status`), which a forged label
+    on could misname a hang. A student process told where the grader's folders are opens nothing
+    there."""
     from shardlab.autograder.sandbox.gloo import group
     graders = tmp_path / "graders"
     graders.mkdir()
