@@ -180,14 +180,14 @@ class Tracer:
         return "ranks " + ",".join(map(str, dist.get_process_group_ranks(group)))
 
     def _wrap(self, name: str, fn: Callable) -> Callable:
-        signature = inspect.signature(fn)
+        bind = _binder(fn)
         tracer = self
 
         def traced(*args, **kwargs):
             if tracer._depth:
                 return fn(*args, **kwargs)
             try:
-                bound = signature.bind(*args, **kwargs).arguments
+                bound = bind(args, kwargs)
             except TypeError:
                 return fn(*args, **kwargs)          # let torch raise its own error
             size, dtype = max((_payload(v) for v in bound.values()), key=lambda x: x[0],
@@ -229,6 +229,28 @@ class Tracer:
         # ignore: mypy does not model attributes set on a function (functools.wraps would copy more)
         traced.__wrapped__ = fn             # type: ignore[attr-defined]
         return traced
+
+
+def _binder(fn: Callable) -> Callable[[tuple, dict], dict]:
+    """`inspect.signature(fn).bind(*args, **kwargs).arguments`, the arguments given by name in the
+    parameters' order (defaults not filled in), or TypeError: a fast path for a signature of plain
+    parameters (every torch.distributed op's), which a traced collective binds every time."""
+    signature = inspect.signature(fn)
+    params = list(signature.parameters.values())
+    plain = all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params)
+    names = [p.name for p in params]
+    known = set(names)
+    required = {p.name for p in params if p.default is inspect.Parameter.empty}
+
+    def bind(args: tuple, kwargs: dict) -> dict:
+        if not plain or len(args) > len(names) or not known.issuperset(kwargs):
+            return dict(signature.bind(*args, **kwargs).arguments)
+        given = dict(zip(names, args))
+        if not given.keys().isdisjoint(kwargs) or not required.issubset(given.keys() | kwargs.keys()):
+            return dict(signature.bind(*args, **kwargs).arguments)     # torch's TypeError, from inspect
+        given.update(kwargs)
+        return {n: given[n] for n in names if n in given}
+    return bind
 
 
 _FINGERPRINT = re.compile(r"Rank (\d+) is running collective: CollectiveFingerPrint\("

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import mmap
 import os
+import struct
 
 import numpy as np
 
 GROUPS = 8                 # process groups one rank checks collectives on (the default one, a mesh's axes)
 FINGERPRINT = 10           # int64 fields of one fingerprint (`fingerprint.LENGTH`)
 ENTRY = 2 + FINGERPRINT
+_FINGERPRINT = f"<{FINGERPRINT}q"
 
 
 def board_bytes(world_size: int) -> int:
@@ -47,6 +49,11 @@ class Board:
             os.close(fd)
         self.cells = np.frombuffer(self.map, dtype=np.int64).reshape(world_size, GROUPS, 2, ENTRY)
         self.rows: dict[int, int] = {}          # tag -> this rank's row for that group
+        self.found: dict[tuple[int, int], int] = {}   # (rank, tag) -> that rank's row: it never moves
+
+    @staticmethod
+    def _offset(rank: int, row: int, parity: int) -> int:
+        return ((rank * GROUPS + row) * 2 + parity) * ENTRY * 8
 
     def post(self, tag: int, seq: int, fingerprint: list[int]) -> None:
         """This rank's fingerprint of its collective number `seq` (from 0) on the group `tag`."""
@@ -54,16 +61,33 @@ class Board:
             if len(self.rows) == GROUPS:
                 raise RuntimeError(f"collectives on more than {GROUPS} process groups")
             self.rows[tag] = len(self.rows)
-        entry = self.cells[self.rank, self.rows[tag], seq % 2]
-        entry[2:] = fingerprint
-        entry[0] = tag
-        entry[1] = seq + 1
+        at = self._offset(self.rank, self.rows[tag], seq % 2)
+        struct.pack_into(_FINGERPRINT, self.map, at + 16, *fingerprint)
+        struct.pack_into("<q", self.map, at, tag)               # then what a reader waits for
+        struct.pack_into("<q", self.map, at + 8, seq + 1)
+
+    def _row(self, rank: int, tag: int) -> int | None:
+        """`rank`'s row for the group `tag`, once it has posted on that group."""
+        row = self.found.get((rank, tag))
+        if row is None:
+            for candidate in range(GROUPS):
+                if any(struct.unpack_from("<q", self.map, self._offset(rank, candidate, p))[0] == tag
+                       for p in (0, 1)):
+                    row = self.found[(rank, tag)] = candidate
+                    break
+        return row
 
     def read(self, ranks: tuple[int, ...], tag: int, seq: int) -> tuple[np.ndarray, np.ndarray]:
         """(which of `ranks` have posted their collective number `seq` on the group `tag`, their
-        fingerprints: one row each, meaningful where posted)."""
-        entries = self.cells[list(ranks), :, seq % 2]                # ranks x GROUPS x ENTRY
-        match = (entries[..., 0] == tag) & (entries[..., 1] == seq + 1)
-        posted = match.any(axis=1)
-        rows = entries[np.arange(len(ranks)), match.argmax(axis=1), 2:].copy()
-        return posted, rows
+        fingerprints: one row each, meaningful where posted). Plain loads at known offsets: a
+        rank polls this several times a collective."""
+        posted, rows = [], []
+        for rank in ranks:
+            row = self._row(rank, tag)
+            at = self._offset(rank, row, seq % 2) if row is not None else None
+            ok = at is not None and struct.unpack_from("<qq", self.map, at) == (tag, seq + 1)
+            posted.append(ok)
+            # loaded after the count that says it is whole (x86 keeps loads in order)
+            rows.append(struct.unpack_from(_FINGERPRINT, self.map, at + 16) if ok and at is not None
+                        else (0,) * FINGERPRINT)
+        return np.array(posted, dtype=bool), np.array(rows, dtype=np.int64)
