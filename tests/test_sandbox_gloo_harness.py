@@ -159,3 +159,28 @@ def test_a_stalled_group_start_is_retried_once(probe_submission, sessions, monke
     run, _ = _run(probe_submission, "ok")
     assert run.outcomes[0].error is None and attempts == [2, 2]
     assert_nothing_left(sessions)
+
+
+def test_ranks_ready_before_the_grader_reads_their_hello_are_not_lost(probe_submission, sessions, monkeypatch):
+    """A rank says hello and then ready on its connection; when the grader is slow to read (a
+    loaded machine), both lines come in one read. The ready line must count then: it was once left
+    in the buffer while the grader waited for more, and the group start stalled until its timeout
+    (the "rare rendezvous stall" of a full grading)."""
+    real_connect = group.WorkerGroup._connect
+
+    def slow_connect(self, listener):
+        time.sleep(3.0)                 # every rank has joined and said both lines by now
+        return real_connect(self, listener)
+    monkeypatch.setattr(group.WorkerGroup, "_connect", slow_connect)
+    starts = []
+    real_init = group.WorkerGroup.__init__
+
+    def counted_init(self, server, world_size):
+        starts.append(world_size)
+        real_init(self, server, world_size)
+    monkeypatch.setattr(group.WorkerGroup, "__init__", counted_init)
+    calls = [Call("probe", "run_function", {"world_size": 3, "function": "ok", "args": []})]
+    run = run_gloo(str(probe_submission), calls, gloo=GlooLimits(join_seconds=2.0))
+    assert run.outcomes[0].error is None, run.outcomes[0].error
+    assert starts == [3]                # one start: none stalled and was retried
+    assert_nothing_left(sessions)

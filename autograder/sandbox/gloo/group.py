@@ -80,6 +80,11 @@ def _lines(sock: socket.socket, buffer: bytearray) -> list[dict] | None:
     buffer.extend(chunk)
     if len(buffer) > MAX_LINE_BYTES and b"\n" not in buffer:
         raise ValueError("a line over the cap")
+    return _whole_lines(buffer)
+
+
+def _whole_lines(buffer: bytearray) -> list[dict]:
+    """The complete lines in `buffer`, taken out of it."""
     *lines, rest = bytes(buffer).split(b"\n")
     buffer[:] = rest
     return [json.loads(line) for line in lines if line]
@@ -228,8 +233,35 @@ class WorkerGroup:
         sel = selectors.DefaultSelector()
         for r in pending:
             sel.register(self._sock(r), selectors.EVENT_READ, r)
+
+        def take(r: int, msgs: list[dict] | None) -> None:
+            if msgs is None:
+                got[r] = ("died", None)
+            for msg in msgs or ():
+                if "died" in msg:
+                    got[r] = ("died", None)
+                elif "error" in msg:
+                    got[r] = ("error", msg)
+                elif want in msg:
+                    got[r] = msg[want] if want == "ready" else ("ok", msg[want], msg.get("events"))
+                if r in got:
+                    break
+            if r in got:
+                pending.discard(r)
+                sel.unregister(self._sock(r))
+
         try:
+            # lines read with an earlier message: a rank can say hello and be ready in one read
+            # (the select below would wait for more, which never comes, until the deadline)
+            for r in sorted(pending):
+                if b"\n" in self.buffers[r]:
+                    try:
+                        take(r, _whole_lines(self.buffers[r]))
+                    except ValueError:
+                        take(r, None)
             while pending and time.monotonic() < deadline:
+                if any(v[0] != "ok" for v in got.values() if isinstance(v, tuple)):
+                    break          # one rank failed: the scenario has failed
                 events = sel.select(max(0.0, deadline - time.monotonic()))
                 if not events:
                     break
@@ -239,24 +271,7 @@ class WorkerGroup:
                         msgs = _lines(self.socks[r], self.buffers[r])
                     except (ValueError, OSError):
                         msgs = None
-                    if msgs is None:
-                        got[r] = ("died", None)
-                        pending.discard(r)
-                        sel.unregister(self.socks[r])
-                        continue
-                    for msg in msgs:
-                        if "died" in msg:
-                            got[r] = ("died", None)
-                        elif "error" in msg:
-                            got[r] = ("error", msg)
-                        elif want in msg:
-                            got[r] = msg[want] if want == "ready" else ("ok", msg[want], msg.get("events"))
-                        if r in got:
-                            pending.discard(r)
-                            sel.unregister(self.socks[r])
-                            break
-                if any(v[0] != "ok" for v in got.values() if isinstance(v, tuple)):
-                    break          # one rank failed: the scenario has failed
+                    take(r, msgs)
         finally:
             sel.close()
         return got
