@@ -55,9 +55,8 @@ MODULES = {                          # what a child may become: its main functio
     "worker": ("shardlab.autograder.sandbox.worker", "main"),
     "forkserver": ("shardlab.autograder.sandbox.gloo.ranks.main", "serve"),
     "fsdp2": ("shardlab.reference.fsdp2_agreement", "rank_main"),     # a trusted reference rank
-    "call": ("shardlab.autograder.sandbox.zygote", "call_main"),      # a trusted function's JSON result
+    "call": ("shardlab.autograder.sandbox.trusted_call", "main"),     # a grader function's JSON result
 }
-CALLABLE = ("shardlab.reference.", "shardlab.autograder.kit.")   # the modules `call_in_child` may run
 
 
 class ZygoteError(Exception):
@@ -196,13 +195,15 @@ def reference_rank(args: list[str], log) -> object:
 
 def call_in_child(module: str, function: str, kwargs: dict, seconds: float = START_SECONDS):
     """`module.function(**kwargs)`'s JSON result, run in a trusted child forked from the zygote
-    (torch imported already) instead of in the grader: on a machine's first grading the grader
-    needs a few numbers that take building a model to read (the real-run check's measurement,
-    the toy models' parameter sizes), and importing torch for them held back every probe by
-    2-3 s. `module` is the reference's or the kit's (CALLABLE): grader code, never student code."""
+    (torch imported already) instead of in the grader (`sandbox.trusted_call`): on a machine's
+    first grading the grader needs a few numbers that take building a model to read (the
+    real-run check's measurement, the toy models' parameter sizes), and importing torch for
+    them held back every probe by 2-3 s. `module` is the reference's or the kit's: grader
+    code, never student code."""
     import tempfile
-    if not module.startswith(CALLABLE):
-        raise ValueError(f"{module} is not grader code a child may run")
+
+    from shardlab.autograder.sandbox.trusted_call import check_callable
+    check_callable(module)
     with tempfile.TemporaryFile() as out:
         proc = start("call", "/", worker_env(), argv=(module, function, json.dumps(kwargs)), output=out.fileno())
         proc.stdin.close()
@@ -212,17 +213,6 @@ def call_in_child(module: str, function: str, kwargs: dict, seconds: float = STA
     if code != 0 or not text:
         raise RuntimeError(f"{module}.{function} failed in its child (exit status {code}): {text[-300:]}")
     return json.loads(text.splitlines()[-1])
-
-
-def call_main() -> None:
-    """The child of `call_in_child`: `... MODULE FUNCTION KWARGS` prints the result as one JSON line."""
-    import importlib
-    import warnings
-    warnings.simplefilter("ignore")
-    module, function, kwargs = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-    if not module.startswith(CALLABLE):
-        raise SystemExit(f"{module} is not grader code a child may run")
-    print(json.dumps(getattr(importlib.import_module(module), function)(**kwargs)), flush=True)
 
 
 @contextlib.contextmanager
