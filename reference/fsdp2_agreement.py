@@ -129,7 +129,9 @@ def fully_shard_state(model: str, optimizer: str, steps: int, seed: int, world_s
     args = dict(model=model, optimizer=optimizer, steps=steps, seed=seed, world_size=world_size)
 
     def train() -> dict:
-        with tempfile.TemporaryDirectory(prefix="shardlab-fsdp2-") as tmp:
+        # named for this grader, shardlab-<pid>-..., as everything a grading leaves on the machine is
+        # (`sandbox.leftovers`): a grader killed while it trains this is swept up after it
+        with tempfile.TemporaryDirectory(prefix=f"shardlab-{os.getpid()}-fsdp2-") as tmp:
             result = Path(tmp) / "result.json"
             request = json.dumps(dict(args, store=os.path.join(tmp, "store"), result=str(result)))
             ranks = [[str(r), request] for r in range(world_size)]

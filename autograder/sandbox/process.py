@@ -11,7 +11,30 @@ alone: the worker is killed (and with it its namespaces) and a fresh one
 carries on with the remaining calls. A call that hangs costs its case group
 (`Call.group`) only: the rest of that group is not run (each call would
 only cost the deadline again), every other group's calls are. Output is
-drained and capped.
+drained and capped, one cap for all of a sandbox's workers.
+
+One worker runs every call until one hangs: the common case pays for one
+jail. After a hang (a call's or an import's deadline passed), the calls
+still to run are split by case group over up to `WORKERS_AFTER_A_HANG`
+workers at once, each share then run as above (a fresh worker for what a
+killed or dead one left). A submission that hangs in several groups (a
+sleep, a busy loop) so waits out about one deadline per round of hangs
+side by side, not one per hung group in a row. A group's calls stay
+together, in order, in one worker, and outcomes are kept by call index,
+so they are those of one worker running the calls one after another;
+what a call can see of earlier calls in its process (module globals)
+differs, as it already did after any replaced worker.
+
+Memory: the workers of one submission share its sandbox's cgroup
+(`Limits.sandbox_memory_bytes`), as every process a submission starts
+always has. That bound is per submission, so side-by-side workers take no
+more of the machine than one did. A worker is a fork of the zygote:
+torch's pages stay the zygote's, and a worker adds only what it writes
+(about 15 MiB before the student allocates anything, against 3 GiB).
+Only after a hang do workers share the limit, and only a call that needs
+most of it can then fail for a sibling's memory (the kernel's OOM killer
+takes the cgroup's largest process, usually the hog itself) where alone
+it might have fit: a submission that already hangs and hogs.
 """
 from __future__ import annotations
 
@@ -24,6 +47,7 @@ import signal
 import subprocess
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +59,12 @@ from shardlab.autograder.core.phases import phase
 from shardlab.autograder.kit.comparison import CALL_SECONDS, did_not_finish
 
 OUTPUT_CAP_BYTES = 64 * 1024
+# Workers at once after a hang (module docstring). Hung calls use no CPU (a sleep) or one core each (a busy loop)
+# for one deadline; a submission's hung groups are mostly one function's, consecutive, which the round-robin split
+# spreads one per worker. Four: a hostile function's 4-6 hung groups take two rounds instead of 4-6 deadlines, and
+# a jail costs ~15 ms and ~15 MiB of the submission's own cgroup, so the common case (no hang: one worker) pays
+# nothing; more would mostly add busy loops on a batch's two cores.
+WORKERS_AFTER_A_HANG = 4
 
 
 @dataclass(frozen=True)
@@ -71,12 +101,17 @@ class SandboxRun:
     outcomes: list[Outcome]
     output: str = ""                 # the student's stdout+stderr, capped
     output_bytes: int = 0            # total the student printed
-    restarts: int = 0
+    restarts: int = 0                # workers started after the first (each for calls a killed or dead one left)
     notes: list[str] = field(default_factory=list)
 
 
 class CappedReader(threading.Thread):
-    """Drains the student's output so it can never block; keeps the first cap bytes."""
+    """Drains the student's output so it can never block; keeps the first cap bytes.
+    Readers may share a sink and counter (a sandbox's workers side by side): one cap for them all."""
+
+    # the count and the room check then extend must not interleave between readers of one sink (a lost count, a
+    # sink past its cap); one lock for every reader is simpler than one per sink and costs nothing at this rate
+    lock = threading.Lock()
 
     def __init__(self, stream, sink: bytearray, counter: list[int]):
         super().__init__(daemon=True)
@@ -84,10 +119,11 @@ class CappedReader(threading.Thread):
 
     def run(self):
         while chunk := self.stream.read1(65536):
-            self.counter[0] += len(chunk)
-            room = OUTPUT_CAP_BYTES - len(self.sink)
-            if room > 0:
-                self.sink.extend(chunk[:room])
+            with self.lock:
+                self.counter[0] += len(chunk)
+                room = OUTPUT_CAP_BYTES - len(self.sink)
+                if room > 0:
+                    self.sink.extend(chunk[:room])
 
 
 def kill_group(proc: subprocess.Popen) -> None:
@@ -150,22 +186,57 @@ run_calls.prepare = prepare         # type: ignore[attr-defined]
 def _run_calls(box: Sandbox, calls: list[Call], limits: Limits) -> SandboxRun:
     outcomes: list[Outcome | None] = [None] * len(calls)
     output, printed = bytearray(), [0]
-    run = SandboxRun(outcomes=[])
-    while (pending := [i for i, o in enumerate(outcomes) if o is None]):
+    everything = list(range(len(calls)))
+    started, hung = _carry_on(box, calls, everything, outcomes, limits, output, printed, "calls", stop_at_a_hang=True)
+    left = [i for i in everything if outcomes[i] is None]
+    if hung and left:
+        shares = _shares(calls, left, WORKERS_AFTER_A_HANG)
+        with phase(f"the calls left after a hang, {len(shares)} workers side by side", lane="calls"), \
+                ThreadPoolExecutor(max_workers=len(shares)) as pool:
+            # every share's thread ends (its worker killed and reaped) before this returns, even if one raised
+            lanes = ["calls" if k == 0 else f"calls {k + 1}" for k in range(len(shares))]
+            done = [pool.submit(_carry_on, box, calls, share, outcomes, limits, output, printed, lane)
+                    for share, lane in zip(shares, lanes)]
+            started += sum(future.result()[0] for future in done)
+    return SandboxRun(outcomes=outcomes, output=output.decode("utf-8", "replace"),  # type: ignore[arg-type]
+                      output_bytes=printed[0], restarts=max(0, started - 1))
+
+
+def _shares(calls: list[Call], pending: list[int], workers: int) -> list[list[int]]:
+    """`pending` split into at most `workers` shares, whole case groups each
+    (a call without a group is a group of its own), each share in call order.
+    Groups are dealt round-robin in order of their first call: the groups
+    that hang together are mostly one function's, consecutive, and so land
+    in different workers."""
+    groups: dict[object, list[int]] = {}
+    for i in pending:
+        groups.setdefault(i if calls[i].group is None else calls[i].group, []).append(i)
+    shares: list[list[int]] = [[] for _ in range(min(workers, len(groups)))]
+    for k, members in enumerate(groups.values()):
+        shares[k % len(shares)].extend(members)
+    return [sorted(share) for share in shares]
+
+
+def _carry_on(box, calls, share, outcomes, limits, output, printed, lane, stop_at_a_hang=False) -> tuple[int, bool]:
+    """Run `share`'s calls, a fresh worker for what a killed or dead one left,
+    until each has an outcome (or, `stop_at_a_hang`, until a worker hangs).
+    No worker is started past the grading's budget. Returns (workers started,
+    whether it stopped at a hang)."""
+    started = 0
+    while (pending := [i for i in share if outcomes[i] is None]):
         if limits.left() <= 0:          # no worker is started past the grading's budget
             for i in pending:
                 outcomes[i] = Outcome(error=OUT_OF_BUDGET)
             break
-        _one_worker(box, calls, pending, outcomes, limits, output, printed)
-        run.restarts += 1
-    run.restarts -= 1
-    run.outcomes = outcomes  # type: ignore[assignment]
-    run.output = output.decode("utf-8", "replace")
-    run.output_bytes = printed[0]
-    return run
+        ended = _one_worker(box, calls, pending, outcomes, limits, output, printed, lane)
+        started += 1
+        if stop_at_a_hang and ended == TIMED_OUT:
+            return started, True
+    return started, False
 
 
-def _one_worker(box, calls, pending, outcomes, limits, output, printed) -> None:
+def _one_worker(box, calls, pending, outcomes, limits, output, printed, lane) -> str | None:
+    """One worker for the `pending` calls, watched to its end (`_watch`); returns why it was cut short."""
     read_fd, write_fd = os.pipe()
     request = {
         "root": box.root,
@@ -175,10 +246,20 @@ def _one_worker(box, calls, pending, outcomes, limits, output, printed) -> None:
         "calls": [dict(module=calls[i].module, function=calls[i].function,
                        args=list(calls[i].args.values())) for i in pending],
     }
-    with phase("start the worker (the zygote's torch import, waited for)", lane="calls"):
-        proc = zygote.start("worker", box.private, worker_env(), (write_fd,))
-    os.close(write_fd)
-    box.admit(proc.pid)              # before the request: no student code has run yet
+    try:
+        with phase("start the worker (the zygote's torch import, waited for)", lane=lane):
+            proc = zygote.start("worker", box.private, worker_env(), (write_fd,))
+    except BaseException:
+        os.close(read_fd)
+        raise
+    finally:
+        os.close(write_fd)
+    try:
+        box.admit(proc.pid)              # before the request: no student code has run yet
+    except BaseException:
+        os.close(read_fd)
+        kill_group(proc)
+        raise
     reader = CappedReader(proc.stdout, output, printed)
     reader.start()
     try:
@@ -186,15 +267,18 @@ def _one_worker(box, calls, pending, outcomes, limits, output, printed) -> None:
         proc.stdin.close()
     except BrokenPipeError:
         pass
-    _watch(proc, read_fd, calls, pending, outcomes, limits)
+    ended = _watch(proc, read_fd, calls, pending, outcomes, limits)
     reader.join(timeout=5)
+    return ended
 
 
 MAX_LINE_BYTES = 1 << 20           # one result line; more is a corrupted channel
+TIMED_OUT = "timed out"            # why a worker was killed at a deadline (`_blame` words it for a call)
 
 
-def _watch(proc, read_fd, calls, pending, outcomes, limits) -> None:
+def _watch(proc, read_fd, calls, pending, outcomes, limits) -> str | None:
     """Follow the result stream; on a hang or a death, blame the current call.
+    Returns why the worker was cut short (TIMED_OUT, ...), None if it was not.
 
     Deadlines are absolute and no message extends them: the whole worker has
     one budget (the imports' plus every call's), and each call or import its
@@ -214,15 +298,17 @@ def _watch(proc, read_fd, calls, pending, outcomes, limits) -> None:
 
     def corrupted():
         kill_group(proc)
-        _blame(calls, pending, outcomes, current, importing, "corrupted the grader's result channel", limits)
+        why = "corrupted the grader's result channel"
+        _blame(calls, pending, outcomes, current, importing, why, limits)
+        return why
 
     try:
         while True:
             timeout = deadline - time.monotonic()
             if timeout <= 0 or not sel.select(timeout):
                 kill_group(proc)
-                _blame(calls, pending, outcomes, current, importing, "timed out", limits)
-                return
+                _blame(calls, pending, outcomes, current, importing, TIMED_OUT, limits)
+                return TIMED_OUT
             chunk = os.read(read_fd, 65536)
             if not chunk:
                 try:
@@ -233,7 +319,8 @@ def _watch(proc, read_fd, calls, pending, outcomes, limits) -> None:
                 if any(outcomes[i] is None for i in pending):
                     why = f"ended the grading process (exit status {code})"
                     _blame(calls, pending, outcomes, current, importing, why, limits)
-                return
+                    return why
+                return None
             buffer += chunk
             if len(buffer) > MAX_LINE_BYTES and b"\n" not in buffer:
                 return corrupted()
@@ -292,7 +379,7 @@ def _blame(calls, pending, outcomes, current, importing, why, limits) -> None:
     if current is None:  # died between calls: blame the next one
         current = next(k for k, i in enumerate(pending) if outcomes[i] is None)
     culprit = calls[pending[current]]
-    hung = why == "timed out"
+    hung = why == TIMED_OUT
     if hung:
         why = (did_not_finish(limits.call_seconds) if limits.left() > 0
                else "did not finish: the grading's time budget ran out")
