@@ -116,8 +116,8 @@ def test_hangs_in_three_groups_overlap_with_the_same_outcomes(naps, monkeypatch)
     # worker's start is a fraction of a second even loaded); one after another, a deadline apart
     began = hang_starts(run)
     assert abs(began[-2] - began[-3]) < TIMED.call_seconds, began
-    # the first worker, then the five groups left dealt over four: c and f, d, the call without a group, e
-    assert run.restarts == 4
+    # the first worker, then the five groups left (c, d, the call without a group, e, f) one per worker
+    assert run.restarts == 5
 
     monkeypatch.setattr(process, "WORKERS_AFTER_A_HANG", 1)
     one = run_calls(naps, calls, TIMED)
@@ -152,12 +152,12 @@ def test_before_any_hang_one_worker_runs_everything(naps, starts):
 
 
 def test_the_output_cap_is_shared_by_side_by_side_workers(naps):
-    calls = [nap(-1, "a")] + [nap(999, group) for group in "bcdefg"]    # six groups over four workers
+    calls = [nap(-1, "a")] + [nap(999, group) for group in "bcdefghi"]    # eight groups over six workers
     run = run_calls(naps, calls, LIMITS)
-    assert [o.value for o in run.outcomes[1:]] == [999] * 6
+    assert [o.value for o in run.outcomes[1:]] == [999] * 8
     hang_line, _, rest = run.output.partition("\n")      # the first worker's hang, printed before the others ran
     assert hang_line.startswith("hang -1 from ")
-    assert run.output_bytes == len(hang_line) + 1 + 6 * 40_000     # every byte counted, whichever worker printed it
+    assert run.output_bytes == len(hang_line) + 1 + 8 * 40_000     # every byte counted, whichever worker printed it
     assert len(run.output.encode()) == OUTPUT_CAP_BYTES and set(rest) == {"x"}
 
 

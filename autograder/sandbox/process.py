@@ -61,10 +61,10 @@ from shardlab.autograder.kit.comparison import CALL_SECONDS, did_not_finish
 OUTPUT_CAP_BYTES = 64 * 1024
 # Workers at once after a hang (module docstring). Hung calls use no CPU (a sleep) or one core each (a busy loop)
 # for one deadline; a submission's hung groups are mostly one function's, consecutive, which the round-robin split
-# spreads one per worker. Four: a hostile function's 4-6 hung groups take two rounds instead of 4-6 deadlines, and
-# a jail costs ~15 ms and ~15 MiB of the submission's own cgroup, so the common case (no hang: one worker) pays
-# nothing; more would mostly add busy loops on a batch's two cores.
-WORKERS_AFTER_A_HANG = 4
+# spreads one per worker. Six: the course's largest function has 6 case groups, so the 5 left after the first hang
+# land one per worker and take one more deadline, not two (a busy loop's CPU is the same either way, only sooner);
+# a jail costs ~15 ms and ~15 MiB of the submission's own cgroup, and the common case (no hang) has one worker.
+WORKERS_AFTER_A_HANG = 6
 
 
 @dataclass(frozen=True)
