@@ -7,6 +7,7 @@ describes the layout these keep."""
 from __future__ import annotations
 
 import ast
+import functools
 import textwrap
 
 import pytest
@@ -15,14 +16,33 @@ from helpers import package_modules
 
 pytestmark = pytest.mark.pure
 
-MODULES = package_modules()
+MODULES: dict[str, tuple[ast.Module, bool]] = {}
+"""helpers.package_modules(), filled while this file's tests run (`parsed_modules`)."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def parsed_modules():
+    """Parse the course folders when this file runs, not when it is collected, and drop the trees
+    after: about 220,000 syntax nodes that every other file's process (each xdist worker) would
+    otherwise parse and then carry through every garbage collection of the session."""
+    MODULES.update(package_modules())
+    yield
+    MODULES.clear()
+    _nodes.cache_clear()
+
+
+@functools.lru_cache(maxsize=None)
+def _nodes(tree: ast.AST) -> tuple[ast.AST, ...]:
+    """Every node of a tree, in ast.walk's order: walked once, not once per check (a planted
+    tree is a new object, so it is walked afresh)."""
+    return tuple(ast.walk(tree))
 
 
 def _imports(name: str, tree: ast.Module, is_package: bool) -> list[tuple[str, str | None, int]]:
     """(imported module, imported name or None, line) for every import in the module, at any depth."""
     out = []
     package = name if is_package else name.rpartition(".")[0]
-    for node in ast.walk(tree):
+    for node in _nodes(tree):
         if isinstance(node, ast.Import):
             out += [(a.name, None, node.lineno) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -62,7 +82,7 @@ def test_no_private_name_crosses_a_module():
                 crossings.append(f"{name}:{line} imports {module}.{imported}")
             if imported is None or f"{module}.{imported}" in MODULES:
                 aliases[imported or module] = module
-        for node in ast.walk(tree):
+        for node in _nodes(tree):
             if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
                     and node.attr.startswith("_") and not node.attr.startswith("__")):
                 crossings.append(f"{name}:{node.lineno} uses {node.value.id}.{node.attr}")
@@ -172,7 +192,7 @@ def kit_imports_by_name() -> list[str]:
     found = []
     for name, (tree, _) in sorted(MODULES.items()):
         if name == "shardlab.autograder.kit" or name.startswith("shardlab.autograder.kit."):
-            for node in ast.walk(tree):
+            for node in _nodes(tree):
                 named = ([a.name for a in node.names] if isinstance(node, ast.Import) else
                          [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
                 found += [f"{name}:{node.lineno} imports {m}" for m in named if m.split(".")[0] == "shardlab"]
@@ -198,6 +218,6 @@ def test_no_list_outside_a_question_names_its_parts():
     ids = {p.id for p in all_parts()}
     typed = [f"{name}:{node.lineno} {node.value!r}" for name, (tree, _) in MODULES.items()
              if not name.startswith(("shardlab.autograder.questions.", "shardlab.solutions", "shardlab.assignments"))
-             for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
+             for node in _nodes(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
              and node.value in ids]
     assert not typed, "\n".join(typed)

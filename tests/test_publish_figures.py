@@ -62,7 +62,7 @@ def _size(png: bytes) -> tuple[int, int]:
 def _texts(fig) -> list[str]:
     """Every visible text the figure draws (tick labels included)."""
     from matplotlib.text import Text
-    fig.canvas.draw()
+    fig.draw_without_rendering()        # lays out and makes the tick labels, as a draw does, without the pixels
     return [t.get_text() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
 
 

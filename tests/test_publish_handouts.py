@@ -7,7 +7,6 @@ import zipfile
 import nbformat
 import pytest
 from helpers import answered_writeup
-from nbclient import NotebookClient
 
 from shardlab.autograder.publish.mathtext import to_tex
 from shardlab.autograder.engine.writeup import WRITEUP_FILE, read_writeup, written_parts
@@ -78,6 +77,7 @@ def test_notebook_validates_and_runs_on_the_solutions(out, tmp_path):
     """In the starter kit's folder with the solutions in assignments/: every check cell
     passes, the distributed ones on local gloo ranks; run top to bottom, the notebook
     changes no byte of a writeup.md answered in the file, nor anything in assignments/."""
+    from nbclient import NotebookClient     # jupyter's client (0.2 s): only where a kernel runs
     with zipfile.ZipFile(out / "starter-kit.zip") as zf:
         zf.extractall(tmp_path)
     kit = tmp_path / "starter-kit"
@@ -116,6 +116,7 @@ def test_notebook_validates_and_runs_on_the_solutions(out, tmp_path):
 
 
 def test_notebook_reports_a_stub(out, tmp_path):
+    from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
     with zipfile.ZipFile(out / "starter-kit.zip") as zf:
         zf.extractall(tmp_path)

@@ -44,6 +44,7 @@ gradients, 1.4's rounding. The stubs' old words show the scan finding each.
 from __future__ import annotations
 
 import ast
+import bisect
 import dataclasses
 import html
 import importlib
@@ -205,6 +206,21 @@ def _is_given(x: float, given: set[float]) -> bool:
     return x == 0 or any(math.isclose(x, g * s, rel_tol=1e-9) for g in given for s in SCALES)
 
 
+def _scaled(values) -> list[tuple[float, float]]:
+    """(v·s, v) for each value v and unit scale s, sorted by v·s (`_near`)."""
+    return sorted((v * s, v) for v in values for s in SCALES)
+
+
+def _near(scaled: list[tuple[float, float]], x: float) -> set[float]:
+    """The values v with some v·s within 2% of x (x >= 0, a printed number): a superset of those
+    `_is_given` can accept (within a relative 1e-9) and of those `_matches` can (equal to x, or
+    within half a unit of its 3rd or a later significant digit: 0.5% of x at most), so that those
+    exact tests run on a few candidates instead of on every value and scale."""
+    lo = bisect.bisect_left(scaled, (0.98 * x, -math.inf))
+    hi = bisect.bisect_right(scaled, (1.02 * x, math.inf))
+    return {v for _, v in scaled[lo:hi]}
+
+
 @dataclasses.dataclass
 class Derived:
     formulas: dict[str, set[str]]          # formula piece -> its normalised renderings
@@ -252,6 +268,7 @@ def leaks(files: dict[str, str], d: Derived) -> list[str]:
     # what a printed number shows depends on its value, digits and integer-ness only: the same number
     # recurs across the handout's md, html and notebook and the kit's copy, so each is judged once
     shows: dict[tuple[float, int, bool], list[tuple[float, str]]] = {}
+    given_scaled, derived_scaled = _scaled(d.given), _scaled(d.numbers)
     for name, text in files.items():
         flat = _canon(_strip_tags(text) if name.endswith(".html") else text)
         out += [f"{name}: formula {piece!r}" for piece, forms in sorted(d.formulas.items())
@@ -259,8 +276,9 @@ def leaks(files: dict[str, str], d: Derived) -> list[str]:
         for p in _printed(text if not name.endswith(".html") else _strip_tags(text)):
             key = (p.value, p.digits, p.integer)
             if key not in shows:
-                shows[key] = [] if _is_given(p.value, d.given) else [
-                    (x, where) for x, where in d.numbers.items() if _matches(p, x, x in d.exact)]
+                near = _near(derived_scaled, p.value)
+                shows[key] = [] if _is_given(p.value, _near(given_scaled, p.value)) else [
+                    (x, where) for x, where in d.numbers.items() if x in near and _matches(p, x, x in d.exact)]
             out += [f"{name}: number {p.text!r} is {x:g} ({where})" for x, where in shows[key]]
         out += [f"{name}: {why} in words" for pattern, why in DERIVED_IN_WORDS.items()
                 if re.search(pattern, text, re.I)]
