@@ -30,7 +30,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable
 
 from shardlab.reference.cache import once_per_machine
 
@@ -47,22 +46,13 @@ class MeasuredStep:
 
 @lru_cache(maxsize=None)
 def measure_training_step(d_model: int, d_ff: int, num_blocks: int, tokens: int,
-                          seed: int = 0, measure_elsewhere: Callable[[dict], dict] | None = None) -> MeasuredStep:
+                          seed: int = 0) -> MeasuredStep:
     """The measurement, made once per machine and torch release (`cache`): the
     grader needs it to build part 1.8's cases, before any probe starts, and measuring
-    imports torch and its optimizers, seconds that would stand before every grading.
-    `measure_elsewhere(args)`, when given, measures in another process and returns the
-    measurement's fields (the grader forks one from its zygote, which has imported torch
-    already, `zygote.call_in_child`, instead of importing torch itself: on a machine's
-    first grading that import held back every probe by 2-3 s)."""
+    imports torch and its optimizers, seconds that would stand before every grading."""
     args = dict(d_model=d_model, d_ff=d_ff, num_blocks=num_blocks, tokens=tokens, seed=seed)
-    measure = (lambda: measure_elsewhere(args)) if measure_elsewhere else (lambda: measurement(**args))
-    return MeasuredStep(**once_per_machine("memory-step", args, measure, ("shardlab.reference.memory_measure",)))
-
-
-def measurement(**args) -> dict:
-    """`_measure`'s fields as plain values (what `measure_elsewhere` returns)."""
-    return vars(_measure(**args))
+    return MeasuredStep(**once_per_machine("memory-step", args, lambda: vars(_measure(**args)),
+                                           ("shardlab.reference.memory_measure",)))
 
 
 def _cast_of_a_parameter(t, parameters: set[int]) -> bool:

@@ -243,11 +243,6 @@ def trainable_bytes(model: nn.Module) -> list[int]:
     return [p.numel() * p.element_size() for p in model.parameters() if p.requires_grad]
 
 
-def model_trainable_bytes(model: str) -> list[int]:
-    """`trainable_bytes` of the model named `model` (its weights drawn from seed 0)."""
-    return trainable_bytes(build_model(model, 0))
-
-
 def single_process(name: str, optimizer: str, steps: int, seed: int, world_size: int,
                    grad_scale: float = 1.0) -> dict[str, list]:
     """What DDP on `world_size` ranks must reproduce: rank 0's initial weights

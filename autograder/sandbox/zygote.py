@@ -55,7 +55,6 @@ MODULES = {                          # what a child may become: its main functio
     "worker": ("shardlab.autograder.sandbox.worker", "main"),
     "forkserver": ("shardlab.autograder.sandbox.gloo.ranks.main", "serve"),
     "fsdp2": ("shardlab.reference.fsdp2_agreement", "rank_main"),     # a trusted reference rank
-    "call": ("shardlab.autograder.sandbox.trusted_call", "main"),     # a grader function's JSON result
 }
 
 
@@ -191,28 +190,6 @@ def reference_rank(args: list[str], log) -> object:
     a trusted rank forked from the zygote, which has imported torch already,
     its output into `log` (an open file)."""
     return start("fsdp2", "/", worker_env(), argv=tuple(args), output=log.fileno())
-
-
-def call_in_child(module: str, function: str, kwargs: dict, seconds: float = START_SECONDS):
-    """`module.function(**kwargs)`'s JSON result, run in a trusted child forked from the zygote
-    (torch imported already) instead of in the grader (`sandbox.trusted_call`): on a machine's
-    first grading the grader needs a few numbers that take building a model to read (the
-    real-run check's measurement, the toy models' parameter sizes), and importing torch for
-    them held back every probe by 2-3 s. `module` is the reference's or the kit's: grader
-    code, never student code."""
-    import tempfile
-
-    from shardlab.autograder.sandbox.trusted_call import check_callable
-    check_callable(module)
-    with tempfile.TemporaryFile() as out:
-        proc = start("call", "/", worker_env(), argv=(module, function, json.dumps(kwargs)), output=out.fileno())
-        proc.stdin.close()
-        code = proc.wait(timeout=seconds)
-        out.seek(0)
-        text = out.read().decode("utf-8", "replace").strip()
-    if code != 0 or not text:
-        raise RuntimeError(f"{module}.{function} failed in its child (exit status {code}): {text[-300:]}")
-    return json.loads(text.splitlines()[-1])
 
 
 @contextlib.contextmanager

@@ -128,9 +128,9 @@ def _param_bytes(model: str) -> list[int]:
     """Bytes of each trainable parameter of a toy model, read once per machine
     (`reference.cache`): building the model imports torch, seconds that would stand
     before every grading's first run, since the cases' notes count buckets."""
-    def measure() -> list[int]:      # in a child of the grader's zygote, which has imported torch already
-        from shardlab.autograder.sandbox.zygote import call_in_child
-        return call_in_child("shardlab.autograder.kit.toy_models", "model_trainable_bytes", {"model": model})
+    def measure() -> list[int]:
+        from shardlab.autograder.kit.toy_models import build_model, trainable_bytes
+        return trainable_bytes(build_model(model, 0))
     return once_per_machine("param-bytes", {"model": model}, measure, ("shardlab.autograder.kit.toy_models",))
 
 

@@ -194,16 +194,10 @@ PARTS = (
 REAL_RUN_SHAPES = ((8, 24, 3, 5), (16, 40, 2, 7), (24, 64, 4, 3))
 
 
-def _measured_in_child(args: dict) -> dict:
-    """The real-run measurement made in a child of the grader's zygote (`zygote.call_in_child`)."""
-    from shardlab.autograder.sandbox.zygote import call_in_child
-    return call_in_child("shardlab.reference.memory_measure", "measurement", args)
-
-
 def _real_run_cases(cfg, rng):
     out = []
     for i, (d, f, layers, t) in enumerate(REAL_RUN_SHAPES):
-        measured = measure_training_step(d, f, layers, t, measure_elsewhere=_measured_in_child)
+        measured = measure_training_step(d, f, layers, t)
         calls = (Call(M, "param_count", dict(d_model=d, d_ff=f, num_blocks=layers)),
                  Call(M, "training_state_bytes", dict(num_params=measured.num_params)),
                  Call(M, "activation_bytes", dict(d_model=d, d_ff=f, num_blocks=layers, tokens=t)))
@@ -213,8 +207,7 @@ def _real_run_cases(cfg, rng):
 
 def _real_run_expect(case: Case) -> list:
     args = case.calls[2].args
-    m = measure_training_step(args["d_model"], args["d_ff"], args["num_blocks"], args["tokens"],
-                              measure_elsewhere=_measured_in_child)
+    m = measure_training_step(args["d_model"], args["d_ff"], args["num_blocks"], args["tokens"])
     return [m.num_params, m.state_bytes, m.activation_bytes]
 
 
