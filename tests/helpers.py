@@ -18,6 +18,13 @@ def run_cli(*args: str, cwd=None, timeout: float = 300) -> subprocess.CompletedP
                           text=True, cwd=cwd, timeout=timeout)
 
 
+def module_submission(root: Path, module: str, text: str) -> Path:
+    """`root` made a submission holding only assignments/<module>.py with `text`."""
+    (root / "assignments").mkdir()
+    (root / "assignments" / f"{module}.py").write_text(text)
+    return root
+
+
 def alive_in(session_ids: set[int]) -> list[int]:
     """Pids of live (not zombie) processes in these sessions."""
     alive = []

@@ -22,7 +22,7 @@ from shardlab.autograder.sandbox.gloo.launch import run_gloo
 from shardlab.autograder.sandbox.gloo.seeds import data_seed_key
 from shardlab.autograder.core.parts import Call
 from shardlab.autograder.sandbox.process import Limits, run_calls
-from helpers import run_cli
+from helpers import module_submission, run_cli
 
 REPO = Path(__file__).resolve().parents[1]
 WALLS = jail.walls()
@@ -170,9 +170,7 @@ def neighbours():
 
 @pytest.fixture
 def hostile(tmp_path):
-    (tmp_path / "assignments").mkdir()
-    (tmp_path / "assignments" / "hostile.py").write_text(HOSTILE)
-    return str(tmp_path)
+    return str(module_submission(tmp_path, "hostile", HOSTILE))
 
 
 def _ask(root, function, limits=Limits(call_seconds=120, import_seconds=30), **args):

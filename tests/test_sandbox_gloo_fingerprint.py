@@ -13,7 +13,7 @@ from shardlab.autograder.sandbox.gloo.group import GlooLimits
 from shardlab.autograder.sandbox.gloo.launch import run_gloo
 from shardlab.autograder.sandbox.gloo.ranks.board import Board, create_board
 from shardlab.autograder.sandbox.gloo.ranks.fingerprint import FingerprintCheck, fingerprint, mismatch
-from helpers import assert_nothing_left
+from helpers import assert_nothing_left, module_submission
 
 PROBE = textwrap.dedent('''
     import torch
@@ -44,9 +44,7 @@ FAST = GlooLimits(collective_seconds=1.0, scenario_seconds=6.0, grace_seconds=0.
 
 @pytest.fixture()
 def fingerprint_probe(tmp_path):
-    (tmp_path / "assignments").mkdir()
-    (tmp_path / "assignments" / "probe.py").write_text(PROBE)
-    return tmp_path
+    return module_submission(tmp_path, "probe", PROBE)
 
 
 def _errors(root, world_size, *functions):

@@ -9,7 +9,7 @@ import shardlab.autograder.sandbox.gloo.group as group
 from shardlab.autograder.sandbox.gloo.group import GlooLimits
 from shardlab.autograder.sandbox.gloo.launch import run_gloo
 from shardlab.autograder.core.parts import Call
-from helpers import assert_nothing_left
+from helpers import assert_nothing_left, module_submission
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(90)]
 
@@ -64,9 +64,7 @@ FAST = GlooLimits(collective_seconds=1.0, scenario_seconds=4.0, grace_seconds=0.
 @pytest.fixture()
 def probe_submission(tmp_path):
     """A submission holding only assignments/probe.py (PROBE)."""
-    (tmp_path / "assignments").mkdir()
-    (tmp_path / "assignments" / "probe.py").write_text(PROBE)
-    return tmp_path
+    return module_submission(tmp_path, "probe", PROBE)
 
 
 def _run(root, *functions, world_size=2):

@@ -26,6 +26,7 @@ import pytest
 from shardlab.autograder.core.parts import Call
 from shardlab.autograder.sandbox import jail, process, zygote
 from shardlab.autograder.sandbox.process import OUTPUT_CAP_BYTES, Limits, run_calls
+from helpers import module_submission
 
 pytestmark = pytest.mark.sandbox
 
@@ -60,9 +61,7 @@ def nap(n, marker=None):
 
 @pytest.fixture
 def naps(tmp_path):
-    (tmp_path / "assignments").mkdir()
-    (tmp_path / "assignments" / "naps.py").write_text(NAPS)
-    root = str(tmp_path)
+    root = str(module_submission(tmp_path, "naps", NAPS))
     run_calls(root, [Call("naps", "nap", {"n": 1})], LIMITS)    # the zygote started: timings are the calls'
     return root
 

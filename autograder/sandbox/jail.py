@@ -252,8 +252,7 @@ def _build_root(new_root: str, sources: dict[Path, tuple[int, str | None]], subm
             if is_dir:
                 _mount("tmpfs", target, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0555,size=4k")
             else:
-                _mount(new_root + "/.masked", target, None, MS_BIND)
-                _mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+                _bind(new_root + "/.masked", new_root, site / name, new_root + "/.masked")
     if submission_fd is not None:
         _bind(f"/proc/self/fd/{submission_fd}", new_root, Path(SUBMISSION), f"/proc/self/fd/{submission_fd}")
     for dev in ("null", "zero", "full", "random", "urandom"):

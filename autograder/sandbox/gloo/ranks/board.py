@@ -31,10 +31,25 @@ def board_bytes(world_size: int) -> int:
     return world_size * GROUPS * 2 * ENTRY * 8
 
 
+def create_zeroed(path: str, nbytes: int) -> None:
+    """The grader's side of a file its group's trusted ranks share (this board, `ranks.status`):
+    `nbytes` of zeros, made before any rank exists."""
+    with open(path, "wb") as f:
+        f.write(bytes(nbytes))
+
+
+def map_shared(path: str, nbytes: int) -> mmap.mmap:
+    """A trusted rank's writable, shared mapping of such a file."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        return mmap.mmap(fd, nbytes)
+    finally:
+        os.close(fd)
+
+
 def create_board(path: str, world_size: int) -> None:
     """The grader's side: the zeroed file the ranks map, before any rank exists."""
-    with open(path, "wb") as f:
-        f.write(bytes(board_bytes(world_size)))
+    create_zeroed(path, board_bytes(world_size))
 
 
 class Board:
@@ -42,12 +57,7 @@ class Board:
 
     def __init__(self, path: str, world_size: int, rank: int):
         self.rank = rank
-        fd = os.open(path, os.O_RDWR)
-        try:
-            self.map = mmap.mmap(fd, board_bytes(world_size))
-        finally:
-            os.close(fd)
-        self.cells = np.frombuffer(self.map, dtype=np.int64).reshape(world_size, GROUPS, 2, ENTRY)
+        self.map = map_shared(path, board_bytes(world_size))
         self.rows: dict[int, int] = {}          # tag -> this rank's row for that group
         self.found: dict[tuple[int, int], int] = {}   # (rank, tag) -> that rank's row: it never moves
 

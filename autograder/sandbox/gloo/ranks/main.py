@@ -202,6 +202,7 @@ def preload() -> None:
 
     import shardlab.autograder.sandbox.gloo.ranks.fingerprint  # noqa: F401 - the trusted ranks' check
     import shardlab.autograder.sandbox.gloo.ranks.proxy  # noqa: F401
+    import shardlab.autograder.sandbox.gloo.ranks.status  # noqa: F401 - each trusted rank's slot
     import shardlab.autograder.sandbox.gloo.ranks.trusted  # noqa: F401
     from shardlab.autograder.sandbox import jail
     jail.allowed_paths(), jail.grader_entries()

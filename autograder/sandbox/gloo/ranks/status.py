@@ -22,15 +22,18 @@ import os
 import struct
 import time
 
+from shardlab.autograder.sandbox.gloo.ranks.board import create_zeroed, map_shared
+
 TEXT_BYTES = 244                 # a label: "all_reduce to rank 3 #1234 (1,048,576 bytes, backward)" and room
-SLOT = 8 + 2 * (4 + TEXT_BYTES)
+_COUNT = struct.Struct("<q")
+_TEXTS = struct.Struct(f"<i{TEXT_BYTES}si{TEXT_BYTES}s")       # now's length and bytes, last's
+SLOT = _COUNT.size + _TEXTS.size
 READ_SECONDS = 0.2               # a writer holds its slot odd for microseconds, unless it is preempted
 
 
 def create_status(path: str, world_size: int) -> None:
     """The grader's side: the zeroed file (every rank before any collective), before any rank exists."""
-    with open(path, "wb") as f:
-        f.write(bytes(world_size * SLOT))
+    create_zeroed(path, world_size * SLOT)
 
 
 def _text(label: str | None) -> bytes:
@@ -39,23 +42,20 @@ def _text(label: str | None) -> bytes:
 
 
 class RankStatus:
-    """One trusted rank's slot: `enter(label)` / `leave()` as it blocks and unblocks, `reset()` per run."""
+    """One trusted rank's slot: `enter(label)` as it blocks, `enter(None)` as it unblocks (the
+    tracer's status), `reset()` per run."""
 
     def __init__(self, path: str, world_size: int, rank: int):
-        fd = os.open(path, os.O_RDWR)
-        try:
-            self.map = mmap.mmap(fd, world_size * SLOT)
-        finally:
-            os.close(fd)
+        self.map = map_shared(path, world_size * SLOT)
         self.at, self.count = rank * SLOT, 0
         self.last = b""
 
     def _write(self, now: bytes, last: bytes) -> None:
         self.count += 1
-        struct.pack_into("<q", self.map, self.at, self.count)             # odd: being written
-        struct.pack_into(f"<i{TEXT_BYTES}si{TEXT_BYTES}s", self.map, self.at + 8, len(now), now, len(last), last)
+        _COUNT.pack_into(self.map, self.at, self.count)             # odd: being written
+        _TEXTS.pack_into(self.map, self.at + _COUNT.size, len(now), now, len(last), last)
         self.count += 1
-        struct.pack_into("<q", self.map, self.at, self.count)             # even: whole
+        _COUNT.pack_into(self.map, self.at, self.count)             # even: whole
 
     def enter(self, label: str | None) -> None:
         """Blocked in `label` (None: in none); a label is also the last one entered."""
@@ -88,7 +88,7 @@ def read_status(path: str, world_size: int) -> tuple[list[str | None], list[str 
     with board:
         for rank in range(world_size):
             slot = _read_slot(board, rank * SLOT)
-            n_now, text_now, n_last, text_last = struct.unpack_from(f"<i{TEXT_BYTES}si{TEXT_BYTES}s", slot, 8)
+            n_now, text_now, n_last, text_last = _TEXTS.unpack_from(slot, _COUNT.size)
             now[rank] = text_now[:max(0, min(n_now, TEXT_BYTES))].decode("utf-8", "replace") or None
             last[rank] = text_last[:max(0, min(n_last, TEXT_BYTES))].decode("utf-8", "replace") or None
     return now, last
@@ -99,9 +99,9 @@ def _read_slot(board: mmap.mmap, at: int) -> bytes:
     that died mid-write), as it stands."""
     deadline = time.monotonic() + READ_SECONDS
     while True:
-        before = struct.unpack_from("<q", board, at)[0]
+        before = _COUNT.unpack_from(board, at)[0]
         slot = board[at:at + SLOT]
-        if before % 2 == 0 and struct.unpack_from("<q", board, at)[0] == before:
+        if before % 2 == 0 and _COUNT.unpack_from(board, at)[0] == before:
             return slot
         if time.monotonic() > deadline:
             return slot
