@@ -177,3 +177,33 @@ def test_a_flood_of_pipeline_ops_gives_a_short_line_and_no_bars(tmp_path: Path):
     assert mine == [] and len(best) == 16 and how.startswith("not drawn: 12,000 forwards and backwards")
     draw_traced(flood, ideal, tmp_path / "flood.png", "a flood")
     assert (tmp_path / "flood.png").read_bytes()[:8] == PNG
+
+
+@pytest.mark.pure
+def test_a_pipeline_drawn_before_is_written_from_its_bytes_and_only_then(tmp_path: Path, monkeypatch):
+    """A batch draws the same traced orders for most submissions: the second
+    drawing of the same orders, 1F1B orders and title is the first one's bytes;
+    other times in the trace (they are not drawn) do not matter, and a different
+    order or title is drawn anew (`write_pipeline_timeline`)."""
+    from shardlab.autograder.kit.timelines import pipeline
+    monkeypatch.setattr(pipeline, "_DRAWN", {})
+    drawn = []
+
+    def counting(ranks, ideal, path, title):
+        drawn.append(traced_orders(ranks))
+        return draw_traced(ranks, ideal, path, title)
+
+    monkeypatch.setattr(pipeline, "draw_traced", counting)
+    ideal = ["FFBFBFBB", "FBFBFBFB"]
+    one, later = _pipeline_events(*ideal), _pipeline_events(*ideal)
+    for stage in later:                                    # the same orders, measured at other times
+        for e in stage:
+            if "start" in e:
+                e["start"] += 7.5
+    pngs = [pipeline.write_pipeline_timeline(events, ideal, tmp_path / name, "pipeline", title)[0].read_bytes()
+            for name, events, title in (("a", one, "t"), ("b", later, "t"), ("c", one, "another title"),
+                                        ("d", _pipeline_events("FFFFBBBB", "FFFFBBBB"), "t"))]
+    assert drawn == [ideal, ideal, ["FFFFBBBB", "FFFFBBBB"]]     # b was not drawn again
+    assert pngs[0] == pngs[1] and len({pngs[0], pngs[2], pngs[3]}) == 3
+    assert json.loads((tmp_path / "b" / "pipeline.trace.json").read_text()) != \
+        json.loads((tmp_path / "a" / "pipeline.trace.json").read_text())      # its own measured times
