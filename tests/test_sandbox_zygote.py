@@ -177,3 +177,33 @@ def test_a_reference_rank_forked_from_the_zygote_trains_like_a_fresh_one(tmp_pat
             fsdp2_agreement.fully_shard_state.cache_clear()
     assert kinds == ["ZygoteProc", "ZygoteProc"]
     assert states[0] == states[1] and states[0]
+
+
+LOOKER = r'''
+import gc, sys, types
+
+def modules_seen():
+    """What a student finds of the reference in the process it was forked into."""
+    named = sorted(m for m in sys.modules if m.startswith(("shardlab.reference", "shardlab.autograder.questions")))
+    alive = sorted({o.__name__ for o in gc.get_objects() if isinstance(o, types.ModuleType)
+                    and o.__name__.startswith(("shardlab.reference", "shardlab.autograder.questions"))})
+    return [named, alive, "torch._dynamo" in sys.modules]
+'''
+
+
+def test_after_a_reference_rank_the_zygote_holds_torchs_fsdp_and_nothing_of_the_reference(tmp_path, monkeypatch):
+    """A machine's first grading forks the fully_shard reference's ranks from the zygote, which
+    imports torch's FSDP2 and torch._dynamo first (`zygote.PRELOADS`) so that every rank shares
+    them. A student forked from the same zygote afterwards finds those torch modules and not one
+    module of the reference or the questions, by name or alive."""
+    from shardlab.reference import fsdp2_agreement
+    monkeypatch.setattr(fsdp2_agreement, "CACHE", tmp_path / "cache")
+    fsdp2_agreement.fully_shard_state.cache_clear()
+    try:
+        assert fsdp2_agreement.fully_shard_state("frozen_mlp", "sgd", 1, 77, 2, launch_rank=zygote.reference_rank)
+    finally:
+        fsdp2_agreement.fully_shard_state.cache_clear()
+    root = _submission(tmp_path, "looker", "looker", LOOKER)
+    outcome = run_calls(root, [Call("looker", "modules_seen", {})]).outcomes[0]
+    assert outcome.error is None, outcome.error
+    assert outcome.value == [[], [], True]

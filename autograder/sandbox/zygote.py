@@ -12,7 +12,9 @@ subprocess.Popen the callers use).
 
 The zygote never imports student code, the reference's answers or anything
 a grading computed, and it never runs a torch op: every child is a fresh
-fork of that clean state, so grading A then B shows B nothing of A. The
+fork of that clean state, so grading A then B shows B nothing of A. (Its
+only later imports are torch's own modules that one kind of child needs,
+before the first such fork: `PRELOADS`.) The
 child walls itself in exactly as before (`sandbox.worker`, `gloo.ranks.main`);
 its caller puts it in the submission's cgroup before sending it anything.
 
@@ -56,6 +58,12 @@ MODULES = {                          # what a child may become: its main functio
     "forkserver": ("shardlab.autograder.sandbox.gloo.ranks.main", "serve"),
     "fsdp2": ("shardlab.reference.fsdp2_agreement", "rank_main"),     # a trusted reference rank
 }
+# torch's own modules that one kind of child needs and the others do without, imported in the zygote
+# before the first such child is forked (`_preload_for`), so every later one shares them instead of
+# importing them itself: FSDP2, and the torch._dynamo its first `fully_shard` call imports, for each
+# reference rank of a machine's first grading (about 0.5-1 CPU-second a rank). Only torch's own: the
+# zygote never imports the reference or anything of the grader's.
+PRELOADS: dict[str, tuple[str, ...]] = {"fsdp2": ("torch.distributed.fsdp", "torch._dynamo")}
 
 
 class ZygoteError(Exception):
@@ -353,6 +361,7 @@ def _answer(conn: socket.socket, statuses: dict[int, int]) -> bool:
         conn.sendall(b'{"error": "bad request"}\n')
         return True
     *child_fds, status = fds
+    _preload_for(request["module"])
     pid = os.fork()
     if pid == 0:
         code = 1
@@ -367,6 +376,21 @@ def _answer(conn: socket.socket, statuses: dict[int, int]) -> bool:
     _reap(statuses)                # a child may already have ended
     conn.sendall((json.dumps({"pid": pid}) + "\n").encode())
     return True
+
+
+def _preload_for(module: str) -> None:
+    """Import what this kind of child needs first (PRELOADS), as the zygote's first imports were:
+    without collections, and frozen after, so the children's collectors leave those pages shared."""
+    import gc
+    import importlib
+    missing = [name for name in PRELOADS.get(module, ()) if name not in sys.modules]
+    if not missing:
+        return
+    gc.disable()
+    for name in missing:
+        importlib.import_module(name)
+    gc.freeze()
+    gc.enable()
 
 
 def _reap(statuses: dict[int, int]) -> None:
