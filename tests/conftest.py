@@ -24,9 +24,13 @@ tests/ on the path); test files never import from each other.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import gc
 import os
 import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -83,6 +87,67 @@ def pytest_runtest_teardown(item, nextitem):
     return result
 
 
+# Two workers, one machine. `make test` runs the suite on two pytest-xdist workers, a test file each at
+# a time (`--dist loadfile`: a file's tests run in order on one worker, its module fixtures made once),
+# so any test may run beside any test of another file. Nearly every test keeps to what is its own: its
+# tmp_path (graders' folders are `shardlab-<pid>-...`, and a grader sweeps only dead pids'), its own
+# processes (markers with its pid, sessions of its fork servers, its own descendants), its own cgroups
+# (named for their grader's pid), caches written atomically (`once_per_machine`, the seed pool:
+# the first writer wins), FileStores not ports, private mount namespaces. A test marked `machine`
+# checks the machine itself, where another test's processes would show (tests/test_attacks_leftovers.py:
+# no shared-memory file of /dev/shm and no dead grader's cgroup left anywhere after a grader is killed),
+# so it needs the machine to itself: every test takes a lock on one file of the session's temporary
+# folder (beside the workers' own), shared by an ordinary test and exclusive for a `machine` one, from
+# before its set-up to after its teardown, outside pytest-timeout's clock. A turnstile keeps the
+# exclusive waiter from starving: every test passes an exclusive `gate` lock first; the `machine` test
+# holds it while it waits for the others' shared locks and while it runs, so no new test starts beside
+# it. In one process (no xdist) nothing is locked. The cost: a `machine` test runs with the other worker
+# idle (about 30 s of the suite), so mark only what cannot be made to look at its own things alone.
+MACHINE = "machine"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", f"{MACHINE}: needs the machine to itself under pytest-xdist "
+                                       "(no other worker's test runs beside it; tests/conftest.py)")
+
+
+class _MachineLock:
+    """The session's shared/exclusive test lock (flock), with its turnstile."""
+
+    def __init__(self, folder: Path):
+        self.gate = open(folder / "machine.gate", "a")          # both held open for the session
+        self.lock = open(folder / "machine.lock", "a")
+
+    @contextlib.contextmanager
+    def held(self, alone: bool):
+        fcntl.flock(self.gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self.lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            if not alone:
+                fcntl.flock(self.gate, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(self.lock, fcntl.LOCK_UN)
+            if alone:
+                fcntl.flock(self.gate, fcntl.LOCK_UN)
+
+
+_machine_lock: _MachineLock | None = None
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    global _machine_lock
+    if not hasattr(item.config, "workerinput"):               # one process: nothing runs beside
+        return (yield)
+    if _machine_lock is None:                                  # a worker's basetemp is <session's>/<worker id>
+        _machine_lock = _MachineLock(Path(item.config.option.basetemp).parent)
+    with _machine_lock.held(alone=item.get_closest_marker(MACHINE) is not None):
+        return (yield)
+
+
 @pytest.fixture(scope="session")
 def cfg():
     """The shipped course config."""
@@ -113,6 +178,18 @@ def submission(tmp_path):
             (tmp_path / "assignments" / f"{name}.py").write_text(text)
         return tmp_path
     return make
+
+
+@pytest.fixture
+def short_tmp():
+    """A new empty folder of the test's, with a short path, for the graders' temporary folders when a test
+    points tempfile (or TMPDIR) at a folder of its own: a gloo group's socket is made there
+    (shardlab-<pid>-g-<random>/ctl.sock), and an AF_UNIX path holds 107 bytes, which tmp_path, under an
+    xdist worker's basetemp (/tmp/pytest-of-root/pytest-<n>/popen-gw0/<30 characters of the test name>0/),
+    leaves no room for. Named shardlab-test-..., which no grader's sweep takes for a grader's."""
+    folder = Path(tempfile.mkdtemp(prefix="shardlab-test-"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture()

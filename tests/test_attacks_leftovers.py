@@ -28,7 +28,9 @@ from shardlab.autograder.platforms.grading_service import GradingService, Servic
 from shardlab.autograder.sandbox import jail, leftovers
 from shardlab.autograder.sandbox.jail import Cgroup
 
-pytestmark = pytest.mark.platform
+# `machine`: what is checked (no file of /dev/shm, no dead grader's cgroup) is the machine's, where a test
+# on another xdist worker would show; these tests run with no other beside them (tests/conftest.py)
+pytestmark = [pytest.mark.platform, pytest.mark.machine]
 
 NAME = "leftoverQ30"          # the comm the student's processes give themselves
 
@@ -93,10 +95,10 @@ def _dead_graders_cgroups() -> set[str]:
 
 
 @pytest.fixture
-def private_tmp(tmp_path, monkeypatch):
-    """A temporary folder of its own for the graders (and for the sweep, which looks in the same)."""
-    folder = tmp_path / "tmp"
-    folder.mkdir()
+def private_tmp(short_tmp, monkeypatch):
+    """A temporary folder of its own for the graders (and for the sweep, which looks in the same);
+    a short path, for the gloo groups' sockets (conftest.py, `short_tmp`)."""
+    folder = short_tmp
     monkeypatch.setenv("TMPDIR", str(folder))
     monkeypatch.setattr(tempfile, "tempdir", str(folder))
     return folder

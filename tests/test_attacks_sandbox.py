@@ -274,11 +274,10 @@ def test_nothing_outlives_a_gloo_rank(hostile):
 
 
 @needs_namespaces
-def test_nothing_written_remains(hostile, tmp_path, monkeypatch):
+def test_nothing_written_remains(hostile, short_tmp, monkeypatch):
     """What the student wrote to /tmp or /dev/shm dies with its sandbox, and
     the grader's own staging and group folders are gone when grading returns."""
-    grader_tmp = tmp_path / "grader-tmp"
-    grader_tmp.mkdir()
+    grader_tmp = short_tmp                     # the gloo group's socket is made there: a short path
     monkeypatch.setattr(tempfile, "tempdir", str(grader_tmp))
     marker = f"shardlab-left-{os.getpid()}-{time.monotonic_ns()}"
     assert _ask(hostile, "leave_files", marker=marker).value == ["/dev/shm", "/tmp"]
@@ -318,15 +317,14 @@ def test_a_sandbox_reaches_no_neighbour(hostile):
 
 
 @needs_namespaces
-def test_no_rank_reaches_its_groups_fingerprint_board(hostile, tmp_path, monkeypatch):
+def test_no_rank_reaches_its_groups_fingerprint_board(hostile, short_tmp, monkeypatch):
     """The trusted ranks check each other's collectives on a file in their group's folder
     (`gloo.ranks.board`), which a forged fingerprint on could pass a mismatched collective or
     hang a rank; beside it, each rank's status slot (`gloo.ranks.status`), which a forged label
     on could misname a hang. A student process told where the grader's folders are opens nothing
     there."""
     from shardlab.autograder.sandbox.gloo import group
-    graders = tmp_path / "graders"
-    graders.mkdir()
+    graders = short_tmp                        # the gloo group's socket is made there: a short path
     monkeypatch.setattr(tempfile, "tempdir", str(graders))
     boards = []
 
