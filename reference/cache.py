@@ -12,9 +12,12 @@ and the expected values are part of the answer key.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
+from collections.abc import Iterator
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Callable
@@ -64,13 +67,33 @@ def once_per_machine(name: str, args: dict, compute: Callable[[], Any], depends_
     cached = folder / f"{name}-{key}.json"
     if cached.is_file():
         return json.loads(cached.read_text())
-    value = compute()
+    with _computing(folder, cached.with_suffix(".lock")):
+        if cached.is_file():            # another grader computed it while this one waited
+            return json.loads(cached.read_text())
+        value = compute()
+        try:
+            tmp_file = cached.with_suffix(f".tmp{os.getpid()}")
+            tmp_file.write_text(json.dumps(value))
+            os.replace(tmp_file, cached)
+        except OSError:
+            pass
+    return value
+
+
+@contextlib.contextmanager
+def _computing(folder: Path, lock: Path) -> Iterator[None]:
+    """Held while one value is computed: an exclusive lock (flock) on its own file, so that
+    graders needing the same value at once (a batch's first submissions on a cold machine, the
+    test suite's two workers) compute it once, the others waiting for it, not each computing it
+    (a `fully_shard` reference costs seconds of both cores). The kernel drops the lock of a
+    grader that dies. Where the folder cannot be written, nothing is locked."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
         folder.chmod(0o700)                              # expected values: the grader's alone
-        tmp_file = cached.with_suffix(f".tmp{os.getpid()}")
-        tmp_file.write_text(json.dumps(value))
-        os.replace(tmp_file, cached)
+        handle = open(lock, "a")
     except OSError:
-        pass
-    return value
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield                                            # closing the file drops the lock

@@ -29,6 +29,35 @@ def test_once_per_machine_computes_once_and_keys_on_arguments_and_source(tmp_pat
     assert (tmp_path.stat().st_mode & 0o077) == 0
 
 
+@pytest.mark.pure
+def test_graders_needing_one_value_at_once_compute_it_once(tmp_path):
+    """Two graders (here two threads: the lock is per open file, as between processes) ask for the
+    same value at once, on a cold machine: the second waits for the first's result instead of
+    computing it again (a batch's first two submissions, the test suite's two workers)."""
+    import threading
+    started, release, calls, results = threading.Event(), threading.Event(), [], []
+
+    def compute():
+        calls.append(1)
+        started.set()
+        assert release.wait(30)             # the other grader asks while this one computes
+        return {"value": len(calls)}
+
+    def grader():
+        results.append(cache.once_per_machine("t", {"a": 1}, compute, (), tmp_path))
+    first = threading.Thread(target=grader)
+    first.start()
+    assert started.wait(30)
+    second = threading.Thread(target=grader)
+    second.start()
+    second.join(0.5)
+    assert second.is_alive()                # waiting, not computing
+    release.set()
+    first.join(30)
+    second.join(30)
+    assert calls == [1] and results == [{"value": 1}, {"value": 1}]
+
+
 @pytest.mark.sandbox
 @pytest.mark.timeout(300)
 def test_a_warm_machine_grades_without_importing_torch(tmp_path):
