@@ -139,11 +139,12 @@ def test_the_student_process_holds_no_answer_key(submission, cfg):
 def _allowed_in_a_rank(module: str) -> bool:
     """What docs/trust.md lets a rank hold: the kit package (scenarios, toy models, the mesh, tracing:
     it imports nothing of shardlab, tests/test_publish_kit_harness.py), the rank-side harness, the jail
-    (with its Landlock and system-call filter modules)."""
+    (with its Landlock and system-call filter modules), and how a trusted rank reaches its grader's socket."""
     return (module == "shardlab.autograder.kit" or module.startswith(("shardlab.autograder.kit.",
                                                                        "shardlab.autograder.sandbox.gloo.ranks.")) or
             module in ("shardlab.autograder.sandbox.jail", "shardlab.autograder.sandbox.landlock",
-                       "shardlab.autograder.sandbox.syscall_filter", "shardlab.autograder.sandbox.worker"))
+                       "shardlab.autograder.sandbox.syscall_filter", "shardlab.autograder.sandbox.worker",
+                       "shardlab.autograder.sandbox.unix_socket"))
 
 
 @pytest.mark.timeout(120)

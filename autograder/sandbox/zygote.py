@@ -51,6 +51,8 @@ import threading
 from collections.abc import Iterator
 from typing import cast
 
+from shardlab.autograder.sandbox import unix_socket
+
 ENV = "SHARDLAB_ZYGOTE"
 START_SECONDS = 60.0                 # the zygote's torch import, on a loaded machine
 MODULES = {                          # what a child may become: its main function, as `python -m` would run it
@@ -114,7 +116,7 @@ class Zygote:
         self.proc = None
         if path:
             self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            self.sock.connect(path)
+            unix_socket.connect(self.sock, path)
         else:
             ours, theirs = socket.socketpair()
             self.proc = subprocess.Popen(
@@ -208,7 +210,7 @@ def serving() -> Iterator[dict[str, str]]:
     folder = private_folder("zygote")          # 0700: only this user
     path = os.path.join(folder, "zygote.sock")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
+    unix_socket.bind(listener, path)
     listener.listen(64)
     proc = subprocess.Popen([sys.executable, "-I", "-m", "shardlab.autograder.sandbox.zygote", "--listen"],
                             stdin=listener.fileno(), stdout=subprocess.DEVNULL, start_new_session=True,

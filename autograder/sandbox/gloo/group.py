@@ -46,6 +46,7 @@ from shardlab.autograder.kit.verdict import failure, unfinished
 from shardlab.autograder.sandbox.gloo.ranks.board import create_board
 from shardlab.autograder.sandbox.gloo.ranks.status import create_status, read_status
 from shardlab.autograder.sandbox import zygote
+from shardlab.autograder.sandbox import unix_socket
 from shardlab.autograder.sandbox.leftovers import private_folder
 from shardlab.autograder.sandbox.process import Limits, Outcome, Sandbox, CappedReader, kill_group
 from shardlab.autograder.sandbox.zygote import worker_env
@@ -174,7 +175,7 @@ class WorkerGroup:
         self.status = os.path.join(self.dir, "status")       # where each rank is (`ranks.status`)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            listener.bind(os.path.join(self.dir, "ctl.sock"))
+            unix_socket.bind(listener, os.path.join(self.dir, "ctl.sock"))
             listener.listen(world_size)
             spec = {"world_size": world_size, "root": server.root, "namespaces": server.box.walls.namespaces,
                     "socket": os.path.join(self.dir, "ctl.sock"), "store": os.path.join(self.dir, "store"),

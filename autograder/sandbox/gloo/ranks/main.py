@@ -49,6 +49,7 @@ from datetime import timedelta
 
 from shardlab.autograder.sandbox.gloo.ranks.channel import Channel, unpack_tensors
 from shardlab.autograder.kit.student_values import describe_exception, plain
+from shardlab.autograder.sandbox import unix_socket
 from shardlab.autograder.sandbox.jail import die_with_parent
 from shardlab.autograder.sandbox.worker import BlockAnswerKey, import_student_module, load_submission_package
 
@@ -59,7 +60,7 @@ class _GraderLine:
 
     def __init__(self, path: str):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.connect(path)
+        unix_socket.connect(self.sock, path)
         self.reader = self.sock.makefile("rb")
 
     def send(self, **msg) -> None:
