@@ -131,3 +131,35 @@ def test_a_variants_section_nothing_valid_comes_from_stops_build_in_one_line(tmp
     done = run_cli("build", "--config", str(tmp_path / "c.toml"), "--out", str(tmp_path / "out"))
     assert_one_line_error(done, "no variant drawn from [variants] in 1000 tries")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("argv, starts", [
+    (["grade", "sub", "--json"], True), (["grade", "a.zip", "b.zip", "--timelines", "t"], True),
+    (["grade", "sub", "--out", "o"], False), (["grade", "sub", "--out=o"], False),
+    (["grade", "--gradescope-export", "e.zip", "--out", "o"], False), (["grade", "--help"], False),
+    (["check"], False), (["build", "--out", "x"], False), ([], False)])
+def test_the_command_starts_a_single_gradings_zygote_before_the_cli(monkeypatch, argv, starts):
+    """`shardlab grade PATH...` (one grading) starts its zygote before the CLI's imports, so torch's
+    import runs beside them (`autograder/entry.py`); a batch has its own, and nothing else needs one."""
+    import sys
+
+    from shardlab.autograder import cli, entry
+    from shardlab.autograder.sandbox import zygote
+    order = []
+    monkeypatch.setattr(zygote, "shared", lambda: order.append("zygote"))
+    monkeypatch.setattr(cli, "main", lambda: order.append("cli"))
+    monkeypatch.setattr(sys, "argv", ["shardlab", *argv])
+    entry.main()
+    assert order == (["zygote", "cli"] if starts else ["cli"])
+
+
+def test_the_installed_command_refuses_a_missing_submission_in_one_line(tmp_path):
+    """The `shardlab` script itself (`entry.main`, which starts the zygote first): bad input is
+    still one line and exit status 2, and the zygote it started does not hold the exit up."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    script = Path(sys.executable).parent / "shardlab"
+    done = subprocess.run([str(script), "grade", str(tmp_path / "nowhere"), "--json"], capture_output=True,
+                          text=True, timeout=120)
+    assert_one_line_error(done, "nowhere")

@@ -35,6 +35,7 @@ import ctypes
 import ctypes.util
 import errno
 import socket
+from collections.abc import Iterator
 from functools import lru_cache
 
 # seccomp.h
@@ -75,8 +76,9 @@ class _ArgCmp(ctypes.Structure):
 
 @lru_cache(maxsize=1)
 def _library() -> ctypes.CDLL | str:
-    """libseccomp, or why it cannot be had."""
-    for name in ("libseccomp.so.2", ctypes.util.find_library("seccomp")):
+    """libseccomp, or why it cannot be had. Its usual name first: `find_library` runs
+    `ldconfig -p` in a subprocess, which every jailed process paid before its filter."""
+    for name in _names():
         if not name:
             continue
         try:
@@ -92,6 +94,11 @@ def _library() -> ctypes.CDLL | str:
         lib.seccomp_release.argtypes = [ctypes.c_void_p]
         return lib
     return "libseccomp.so.2 is not installed (apt-get install libseccomp2)"
+
+
+def _names() -> Iterator[str | None]:
+    yield "libseccomp.so.2"
+    yield ctypes.util.find_library("seccomp")      # only if the usual name did not load
 
 
 def available() -> str | None:

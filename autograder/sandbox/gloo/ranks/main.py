@@ -197,7 +197,8 @@ def preload() -> None:
     """Everything a rank needs, imported once before any fork (the zygote
     calls this too): torch, the student side
     (loaded before any wall goes up), the trusted side, the scenarios, and
-    the jail's path lists (found once, inherited by every rank)."""
+    the jail's path lists and system-call filter library (found once, inherited
+    by every rank)."""
     import torch  # noqa: F401 - loaded once here, shared by every forked rank
     import torch.distributed  # noqa: F401
 
@@ -205,8 +206,8 @@ def preload() -> None:
     import shardlab.autograder.sandbox.gloo.ranks.proxy  # noqa: F401
     import shardlab.autograder.sandbox.gloo.ranks.status  # noqa: F401 - each trusted rank's slot
     import shardlab.autograder.sandbox.gloo.ranks.trusted  # noqa: F401
-    from shardlab.autograder.sandbox import jail
-    jail.allowed_paths(), jail.grader_entries()
+    from shardlab.autograder.sandbox import jail, syscall_filter
+    jail.allowed_paths(), jail.grader_entries(), syscall_filter.available()
     from shardlab.autograder.kit.scenarios import load_all
     load_all()
     _first_calls()
