@@ -111,8 +111,13 @@ def grade(paths, as_json, jobs, out_dir, resume, verbose, timelines_dir, export_
     if out_dir and timelines_dir:
         raise ShardlabError("--timelines is for grading without --out (with --out, feedback/<name>/ has them)")
     if not out_dir and not export_path:
+        import threading
+
+        from shardlab.autograder.core.results import grader_version
         from shardlab.autograder.sandbox import zygote
         zygote.shared()          # its torch import runs while this process reads the config and plans
+        # the report's grader version asks git (in a checkout) for up to 0.2 s: now, not at the end
+        threading.Thread(target=grader_version, daemon=True).start()
     # never a course.toml from inside what is graded (the student's): `course_file`
     cfg, config_path = _config(config_path, [*paths, *([export_path] if export_path else [])])
     required_walls(cfg)          # refuse before grading anything when the course requires the jail
