@@ -8,6 +8,7 @@ And the plumbing: a forked worker reports exactly what a fresh one did
 (exit status, output), and grading survives a dead zygote."""
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 
@@ -191,19 +192,25 @@ def modules_seen():
 '''
 
 
-def test_after_a_reference_rank_the_zygote_holds_torchs_fsdp_and_nothing_of_the_reference(tmp_path, monkeypatch):
+@pytest.mark.parametrize("batch", [False, True], ids=["one grading's zygote", "a batch's zygote"])
+def test_after_a_reference_rank_the_zygote_holds_torchs_fsdp_and_nothing_of_the_reference(tmp_path, monkeypatch,
+                                                                                          batch):
     """A machine's first grading forks the fully_shard reference's ranks from the zygote, which
+    (one grading's, not a batch's, whose every later fork would copy its larger page tables)
     imports torch's FSDP2 and torch._dynamo first (`zygote.PRELOADS`) so that every rank shares
-    them. A student forked from the same zygote afterwards finds those torch modules and not one
-    module of the reference or the questions, by name or alive."""
+    them. A student forked from the same zygote afterwards finds those torch modules (one
+    grading's) and never one module of the reference or the questions, by name or alive."""
     from shardlab.reference import fsdp2_agreement
     monkeypatch.setattr(fsdp2_agreement, "CACHE", tmp_path / "cache")
-    fsdp2_agreement.fully_shard_state.cache_clear()
-    try:
-        assert fsdp2_agreement.fully_shard_state("frozen_mlp", "sgd", 1, 77, 2, launch_rank=zygote.reference_rank)
-    finally:
-        fsdp2_agreement.fully_shard_state.cache_clear()
     root = _submission(tmp_path, "looker", "looker", LOOKER)
-    outcome = run_calls(root, [Call("looker", "modules_seen", {})]).outcomes[0]
+    with contextlib.ExitStack() as stack:
+        if batch:
+            monkeypatch.setenv(zygote.ENV, stack.enter_context(zygote.serving())[zygote.ENV])
+        zygote.forget_shared()                  # a fresh one of the kind asked for
+        stack.callback(zygote.forget_shared)
+        fsdp2_agreement.fully_shard_state.cache_clear()
+        stack.callback(fsdp2_agreement.fully_shard_state.cache_clear)
+        assert fsdp2_agreement.fully_shard_state("frozen_mlp", "sgd", 1, 77, 2, launch_rank=zygote.reference_rank)
+        outcome = run_calls(root, [Call("looker", "modules_seen", {})]).outcomes[0]
     assert outcome.error is None, outcome.error
-    assert outcome.value == [[], [], True]
+    assert outcome.value == [[], [], not batch]

@@ -64,7 +64,9 @@ MODULES = {                          # what a child may become: its main functio
 # before the first such child is forked (`_preload_for`), so every later one shares them instead of
 # importing them itself: FSDP2, and the torch._dynamo its first `fully_shard` call imports, for each
 # reference rank of a machine's first grading (about 0.5-1 CPU-second a rank). Only torch's own: the
-# zygote never imports the reference or anything of the grader's.
+# zygote never imports the reference or anything of the grader's. A private zygote only (one grading's):
+# a batch's serves every later submission too, and 39 MB more of its own memory would make each of
+# their forks copy that many more page-table entries.
 PRELOADS: dict[str, tuple[str, ...]] = {"fsdp2": ("torch.distributed.fsdp", "torch._dynamo")}
 
 
@@ -337,14 +339,14 @@ def _serve(clients: list[socket.socket], listener: socket.socket | None) -> None
                 sel.register(conn, selectors.EVENT_READ, "client")
             else:
                 conn = cast(socket.socket, key.fileobj)   # every client is registered as its socket
-                if not _answer(conn, statuses):
+                if not _answer(conn, statuses, preloads=listener is None):
                     sel.unregister(conn)
                     conn.close()
                     if listener is None:          # a private zygote ends with its grader
                         os._exit(0)
 
 
-def _answer(conn: socket.socket, statuses: dict[int, int]) -> bool:
+def _answer(conn: socket.socket, statuses: dict[int, int], preloads: bool) -> bool:
     try:
         data, fds, _, _ = socket.recv_fds(conn, 1 << 16, 16)
     except OSError:
@@ -363,7 +365,8 @@ def _answer(conn: socket.socket, statuses: dict[int, int]) -> bool:
         conn.sendall(b'{"error": "bad request"}\n')
         return True
     *child_fds, status = fds
-    _preload_for(request["module"])
+    if preloads:
+        _preload_for(request["module"])
     pid = os.fork()
     if pid == 0:
         code = 1
