@@ -307,16 +307,26 @@ def _become(request: dict, fds: list[int], keep_status: int) -> None:
     getattr(importlib.import_module(module), function)()
 
 
-def _serve(clients: list[socket.socket], listener: socket.socket | None) -> None:
+@contextlib.contextmanager
+def _imports_kept_shared() -> Iterator[None]:
+    """The zygote's imports, in the block: no collection while they run (what an import
+    makes lives for good, and torch's import ran about 0.2 s of collections, on every
+    grading's critical path), then what they loaded is frozen, never collected, so a
+    child's collector leaves those pages shared; every child collects as a fresh process would."""
     import gc
-    # no collection while importing: what an import makes lives for good (or is frozen below as
-    # it lies), and torch's import ran about 0.2 s of collections, on every grading's critical path
     gc.disable()
-    from shardlab.autograder.sandbox.gloo.ranks.main import preload
-    import shardlab.autograder.sandbox.worker  # noqa: F401 - the plain sandbox's worker, ready to run
-    preload()
-    gc.freeze()      # what is loaded now is never collected: a child's collector leaves those pages shared
-    gc.enable()      # every child collects as a fresh process would
+    try:
+        yield
+    finally:
+        gc.freeze()
+        gc.enable()
+
+
+def _serve(clients: list[socket.socket], listener: socket.socket | None) -> None:
+    with _imports_kept_shared():
+        from shardlab.autograder.sandbox.gloo.ranks.main import preload
+        import shardlab.autograder.sandbox.worker  # noqa: F401 - the plain sandbox's worker, ready to run
+        preload()
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
@@ -384,18 +394,13 @@ def _answer(conn: socket.socket, statuses: dict[int, int], preloads: bool) -> bo
 
 
 def _preload_for(module: str) -> None:
-    """Import what this kind of child needs first (PRELOADS), as the zygote's first imports were:
-    without collections, and frozen after, so the children's collectors leave those pages shared."""
-    import gc
+    """Import what this kind of child needs first (PRELOADS), as the zygote's first imports were."""
     import importlib
     missing = [name for name in PRELOADS.get(module, ()) if name not in sys.modules]
-    if not missing:
-        return
-    gc.disable()
-    for name in missing:
-        importlib.import_module(name)
-    gc.freeze()
-    gc.enable()
+    if missing:
+        with _imports_kept_shared():
+            for name in missing:
+                importlib.import_module(name)
 
 
 def _reap(statuses: dict[int, int]) -> None:
