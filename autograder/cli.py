@@ -376,6 +376,8 @@ def build(config_path, out_dir, roster):
     from shardlab.autograder.engine.variants import check_drawable
     cfg, config_path = _config(config_path)      # the zip ships the course actually read
     check_drawable(cfg)                          # a [variants] nothing valid comes from: one line, now
+    from shardlab.autograder.selfcheck import own_fixtures
+    own_fixtures(cfg)                            # a course question's broken expect.toml: one line, before check
     _build_all(cfg, config_path, Path(out_dir), roster)
 
 
