@@ -267,7 +267,8 @@ def _grade_batch(paths, out: Path, config_path, jobs, resume, as_json, annotatio
                     shown += (" [red](internal error in the grader, parts "
                               f"{', '.join(e['part'] for e in report['internal_errors'])}: regrade)[/]")
                 progress.console.print(f"{name}: {shown}", highlight=False)
-        results = grade_many(paths, out, config_path, jobs, resume, on_result, annotations, refused, child_args)
+        results = grade_many(paths, out, config_path, jobs, resume, on_result, annotations, refused, child_args,
+                             say=lambda line: click.echo(f"note: {line}", err=True))
     if as_json:
         for name in sorted(results):
             click.echo(json.dumps({"name": name, **results[name]}))
@@ -403,6 +404,8 @@ def build(config_path, out_dir, roster):
     from shardlab.autograder.engine.variants import check_drawable
     cfg, config_path = _config(config_path)      # the zip ships the course actually read
     check_drawable(cfg)                          # a [variants] nothing valid comes from: one line, now
+    from shardlab.autograder.selfcheck import own_fixtures
+    own_fixtures(cfg)                            # a course question's broken expect.toml: one line, before check
     _build_all(cfg, config_path, Path(out_dir), roster)
 
 
