@@ -56,6 +56,13 @@ def test_batch_writes_gradebook_results_and_feedback_and_resumes(tmp_path):
     assert report["score"] >= report["max_score"] > 0
     assert "**Score:" in (out / "feedback" / "alice.md").read_text()
     assert "Could not grade" in (out / "feedback" / "carol.md").read_text()
+    # the class report beside the gradebook (tests/test_publish_class_report.py checks what it counts)
+    from shardlab.autograder.publish import class_report
+    summary = json.loads((out / class_report.REPORT_JSON).read_text())
+    assert summary["submissions"] == 4 and [e["name"] for e in summary["operations"]["error_rows"]] == ["carol"]
+    assert [e["name"] for e in summary["operations"]["empty_uploads"]] == ["dave"]
+    assert summary["operations"]["grading_seconds"]["measured"] == 3
+    assert "Class report" in (out / class_report.REPORT_HTML).read_text()
 
     before = {p.name: p.stat().st_mtime_ns for p in (out / "results").iterdir()}
     r = run_cli(*args, "--resume", timeout=120)
