@@ -46,14 +46,23 @@ def test_batch_writes_gradebook_results_and_feedback_and_resumes(tmp_path):
     finally:
         service.close()
     assert once["status"] == "ok" and not once.get("retry") and once["no_submission"] == NO_ASSIGNMENTS
+    assert once["refused"]                              # exit 4: a 0 for what it holds, scored as on Gradescope
     assert rows["alice"]["status"] == "ok" and float(rows["alice"]["total"]) >= float(rows["alice"]["max_score"])
     assert rows["alice"]["1.3"] == "2" and rows["bob"]["1.3"] == "0"
     assert rows["bob"]["status"] == "ok" and rows["bob"]["total"] == "0"
     assert rows["carol"]["status"] == "error" and "neither a folder nor a zip" in rows["carol"]["error"]
+    assert rows["carol"]["total"] == ""                 # the instructor's wrong path (exit 2): never a 0
     report = json.loads((out / "results" / "alice.json").read_text())
     assert report["score"] >= report["max_score"] > 0
     assert "**Score:" in (out / "feedback" / "alice.md").read_text()
     assert "Could not grade" in (out / "feedback" / "carol.md").read_text()
+    # the class report beside the gradebook (tests/test_publish_class_report.py checks what it counts)
+    from shardlab.autograder.publish import class_report
+    summary = json.loads((out / class_report.REPORT_JSON).read_text())
+    assert summary["submissions"] == 4 and [e["name"] for e in summary["operations"]["error_rows"]] == ["carol"]
+    assert [e["name"] for e in summary["operations"]["empty_uploads"]] == ["dave"]
+    assert summary["operations"]["grading_seconds"]["measured"] == 3
+    assert "Class report" in (out / class_report.REPORT_HTML).read_text()
 
     before = {p.name: p.stat().st_mtime_ns for p in (out / "results").iterdir()}
     r = run_cli(*args, "--resume", timeout=120)

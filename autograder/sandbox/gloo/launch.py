@@ -76,7 +76,10 @@ def run_gloo(root: str, calls: list[Call], limits: Limits = Limits(), gloo: Gloo
     for call in calls:
         unique.setdefault(_key(call), call)
     public_keys = {_key(c) for c in calls if not c.hidden}          # a run some public case shares is public
-    lanes = _Lanes(server, limits, unique, {_key(calls[k]) for k in traced} & public_keys)
+    # keyed here, in the caller's context: the grading's data seed key (`seeds.pool_key`) is a
+    # context variable, which the lanes' threads would not see
+    keyed = {key: _keyed(call) for key, call in unique.items()}
+    lanes = _Lanes(server, limits, unique, keyed, {_key(calls[k]) for k in traced} & public_keys)
     try:
         try:
             lanes.run_phase([k for k in unique if k in public_keys], later=[k for k in unique if k not in public_keys])
@@ -99,8 +102,9 @@ class _Lanes:
     """The worker groups of one submission, one per world size, LANES of them side by side; a group lives on
     from the public phase into the hidden one (it has seen no hidden input before), at most LANES of them."""
 
-    def __init__(self, server: ForkServer, limits: Limits, unique: dict[str, Call], traced: set[str]):
-        self.server, self.limits, self.unique, self.traced = server, limits, unique, traced
+    def __init__(self, server: ForkServer, limits: Limits, unique: dict[str, Call], keyed: dict[str, Call],
+                 traced: set[str]):
+        self.server, self.limits, self.unique, self.keyed, self.traced = server, limits, unique, keyed, traced
         self.groups: dict[int, WorkerGroup] = {}
         self.given_up: dict[int, dict[str, str]] = {}           # world size -> scenario -> "hung" / "ended a rank"
         self.results: dict[str, Outcome] = {}
@@ -158,7 +162,7 @@ class _Lanes:
             group = self.groups[world_size]
             with phase(f"{call.function} on {world_size}", lane=lane):
                 seconds = min(self.server.gloo.scenario_seconds, max(0.1, self.limits.left()))
-                outcome, state = group.run(_keyed(call), seconds, key in self.traced)
+                outcome, state = group.run(self.keyed[key], seconds, key in self.traced)
             self.results[key] = outcome
             if state in ("hung", "died"):
                 given_up[what] = "hung" if state == "hung" else "ended a rank"
