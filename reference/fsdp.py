@@ -87,7 +87,7 @@ def worked(cfg) -> dict[str, Worked]:
         "forward": Worked(f"forward time of one unit on {f.device.name}", "2 · T · P_unit / C",
                           f"2 · {n(t)} · {n(unit)} / {sci(c)}", fwd, f"{fwd * 1e3:.3f} ms"),
     }
-    for net, p in ((f.intra, f.intra_devices), (f.inter, f.inter_devices)):
+    for net, p in ((f.intra_network, f.intra_devices), (f.inter_network, f.inter_devices)):
         key = net.name.split("-")[0]
         ag = allgather_seconds(unit * b, p, net.alpha, net.beta)
         bound = is_communication_bound(t, unit, p, net.alpha, net.beta, c, b)

@@ -18,7 +18,7 @@ from shardlab.autograder.engine.variants import check_student_id, variant_config
 from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.platforms import otter as otter_runtime
 from shardlab.autograder.publish.roster import read_roster, roster_for_zip
-from shardlab.reference.config import Draw, GradescopeConfig, default_draws
+from shardlab.reference.config import Draw, default_draws, replaced
 
 pytestmark = pytest.mark.pure
 
@@ -46,7 +46,7 @@ def _course(cfg, field="email"):
     """The shipped course with a secret, its variants drawing every question's numbers: the model
     (default_draws) and the bucket model, so two students share no section of answers.toml."""
     draws = (*default_draws(cfg), Draw("buckets.model_bytes", (), 40_000_000, 1_000_000_000, 4_000_000))
-    return dataclasses.replace(cfg, secret=SECRET, gradescope=GradescopeConfig(student_id_field=field),
+    return dataclasses.replace(replaced(cfg, {"course.secret": SECRET, "gradescope.student_id_field": field}),
                                draws=draws)
 
 
