@@ -41,7 +41,7 @@ from shardlab.autograder.engine.answer_sheet import ANSWERS_FILE, sheet_toml
 from shardlab.autograder.engine.grading import Report, grade_folder
 from shardlab.autograder.engine.plan import case_groups, expected_values, find_part, part_cases
 from shardlab.autograder.engine.variants import variant_config
-from shardlab.autograder.questions import own_folder, questions
+from shardlab.autograder.questions import own_folder, questions, registered
 from shardlab.autograder.sandbox.process import Limits
 from shardlab.autograder.core import content, course_folders
 from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS, own_solutions, own_stubs
@@ -151,8 +151,7 @@ def fixtures(cfg=None) -> list[Fixture]:
     one, every fixture, for the shipped course."""
     chosen = {q.module for q in questions(cfg)}
     course = cfg if cfg is not None else load_config()
-    own = [folder.file(course_folders.FIXTURES) for q in questions(cfg) if (folder := own_folder(q)) is not None]
-    return [f.on(course) for folder in (FIXTURES, *own) for f in _all_fixtures(folder) if f.modules <= chosen]
+    return [f.on(course) for f in (*_all_fixtures(FIXTURES), *own_fixtures(cfg)) if f.modules <= chosen]
 
 
 def unseen_groups(cfg, part_id: str, groups, mistake: Misconception | None) -> dict[str, str]:
@@ -179,16 +178,54 @@ def _judged_right(part: Part, mistake: Misconception, case: Case, expected: list
     return all(part.compare(e, w) for e, w in zip(expected, wrong, strict=True))
 
 
-def _all_fixtures(folder: Path = FIXTURES) -> list[Fixture]:
-    """The wrong submissions in `folder` (tests/submissions/, or a course question's submissions/)."""
+EXPECT_KEYS = ("description", "zero", "failing", "either", "feedback", "mistake", "hostile")
+
+
+def _expect_data(expect: Path, where: str) -> dict:
+    """An expect.toml's declarations, its keys and the part ids it names checked (one line naming `where`)."""
+    try:
+        data = tomllib.loads(expect.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ShardlabError(f"{where} cannot be read: {exc}") from None
+    unknown = [k for k in data if k not in EXPECT_KEYS]
+    if unknown:
+        raise ShardlabError(f"{where} has an unknown key {unknown[0]!r} (known: {', '.join(EXPECT_KEYS)})")
+    if not isinstance(data.get("description"), str):
+        raise ShardlabError(f"{where} needs description = \"...\" (what the mistake is)")
+    known = {p.id for q in registered() for p in q.parts}
+    named = [pat for pat in data.get("zero", ()) if not fnmatch.filter(known, pat)]
+    named += [pid for key in ("failing", "either", "feedback", "mistake") for pid in data.get(key, {})
+              if pid not in known and pid not in named]
+    if named:
+        raise ShardlabError(f"{where} names no part of this course: {', '.join(named)}")
+    return data
+
+
+def _all_fixtures(folder: Path = FIXTURES, where: str = "") -> list[Fixture]:
+    """The wrong submissions in `folder` (tests/submissions/, or a course question's submissions/, whose
+    errors start with `where`)."""
     out = []
     for expect in sorted(folder.glob("*/expect.toml")):
-        data = tomllib.loads(expect.read_text())
+        shown = f"{where}{expect.parent.name}/expect.toml" if where else str(expect)
+        data = _expect_data(expect, shown)
         out.append(Fixture(expect.parent.name, expect.parent, data["description"],
                            tuple(data.get("zero", ())), dict(data.get("feedback", {})),
                            {k: tuple(v) for k, v in data.get("failing", {}).items()},
                            {k: tuple(v) for k, v in data.get("either", {}).items()},
                            dict(data.get("mistake", {})), hostile=str(data.get("hostile", ""))))
+    return out
+
+
+def own_fixtures(cfg) -> list[Fixture]:
+    """The wrong submissions of the course's own questions, as declared (not yet `on` the course): each
+    expect.toml's keys and part ids checked, an error naming the question's folder and the file.
+    `shardlab build` reads them, so a broken declaration is caught before `check`."""
+    out = []
+    for q in questions(cfg):
+        folder = own_folder(q)
+        if folder is not None:
+            out += _all_fixtures(folder.file(course_folders.FIXTURES),
+                                 f"course question {folder.path}: {course_folders.FIXTURES}/")
     return out
 
 
