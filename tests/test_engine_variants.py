@@ -72,7 +72,7 @@ def test_a_courses_variants_section_says_what_is_drawn():
         assert (v.memory.gpu.name, v.memory.fsdp_device.name, v.pipeline.device.name) == ("A100 40GB", "TPU v5e",
                                                                                           "A100")
         assert (v.pipeline.stages, v.pipeline.chunks) == (8, 5)
-        assert v.points == course.points and v.questions == course.questions
+        assert v.points == course.points and v.course.questions == course.course.questions
         if m != course.model:
             assert m.name.startswith("FFN-") and "F70" not in m.name
     assert ratios == {4, 5.5, 6.5}

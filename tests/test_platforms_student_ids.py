@@ -30,7 +30,7 @@ ROSTER_MAP = "email,student_id\nada@example.edu,s001\nGrace@Example.edu,s002\n"
 
 def _sections(course) -> int:
     """answers.toml has one section per question with numbers to hand in, 1 point each by default."""
-    return len(answer_sheet(course)) * course.answer_points
+    return len(answer_sheet(course)) * course.course.answer_points
 
 
 # `_course`'s draws, written as a course file's [variants]

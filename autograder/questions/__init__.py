@@ -79,9 +79,9 @@ def own_questions(cfg) -> tuple[Question, ...]:
         key = str(folder.path)
         if key not in _OWN:
             _OWN[key] = _loaded(folder)
-        if (key, cfg.sha256, cfg.seed) not in _SCENARIOS_CHECKED:
+        if (key, cfg.sha256, cfg.course.seed) not in _SCENARIOS_CHECKED:
             own_checks.check_scenarios(folder, _OWN[key], cfg)
-            _SCENARIOS_CHECKED.add((key, cfg.sha256, cfg.seed))
+            _SCENARIOS_CHECKED.add((key, cfg.sha256, cfg.course.seed))
         out.append(_OWN[key])
     return tuple(out)
 

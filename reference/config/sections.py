@@ -218,12 +218,12 @@ class HardwareTable(Section):
 
     capacity_bytes: Whole = setting(..., "HBM capacity (80e9 for 80 GB)", unit="bytes", gt=0)
     flops_per_second: Number = setting(..., "dense BF16 peak C", unit="FLOP/s", gt=0)
-    hbm_bytes_per_second: Number = setting(0.0, "HBM bandwidth (absent: 0, unknown; no question reads it yet)",
-                                           unit="bytes/s", gt=0)
-    ici_bytes_per_second: Number = setting(0.0, "bidirectional bandwidth of one inter-chip link W_ici (absent: "
-                                           "0, no ICI: a GPU)", unit="bytes/s", gt=0)
-    ici_links: Whole = setting(0, "ICI links per chip (4 on a 2D torus, 6 on a 3D torus; absent: 0, no ICI)",
-                               unit="links", gt=0)
+    hbm_bytes_per_second: Number = setting(0.0, "HBM bandwidth (0: unknown; no question reads it yet)",
+                                           unit="bytes/s", ge=0)
+    ici_bytes_per_second: Number = setting(0.0, "bidirectional bandwidth of one inter-chip link W_ici (0: no "
+                                           "ICI, a GPU)", unit="bytes/s", ge=0)
+    ici_links: Whole = setting(0, "ICI links per chip (4 on a 2D torus, 6 on a 3D torus; 0: no ICI)",
+                               unit="links", ge=0)
 
     def named(self, name: str) -> Hardware:
         return Hardware(name, **self.model_dump())

@@ -116,7 +116,7 @@ def _closed_at_cap(param_bytes, bucket_bytes):
 # (model, bucket cap in bytes, optimizer): one bucket per parameter, a few, one. Every (model, cap)
 # that runs with AdamW runs with SGD too: AdamW's update barely depends on the gradient's scale,
 # SGD's is proportional to it (4.5 also checks the gradients themselves, step by step). New runs
-# come last, so the earlier runs keep their seeds (cfg.seed + index)
+# come last, so the earlier runs keep their seeds (cfg.course.seed + index)
 DDP_RUNS = (("frozen_mlp", 1, "sgd"), ("frozen_mlp", 256, "adamw"), ("frozen_mlp", 25 * MiB, "sgd"),
             ("tied", 1, "adamw"), ("tied", 320, "sgd"), ("tied", 25 * MiB, "adamw"),
             ("frozen_mlp", 256, "sgd"), ("tied", 1, "sgd"), ("tied", 25 * MiB, "sgd"))
