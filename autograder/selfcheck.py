@@ -20,7 +20,11 @@ declared failing group in every case of which that misconception gives the
 right value on this course, or a group the course has no case of, cannot
 be lost there. Such a group is expected to pass, and the row says "not
 applicable on this course" and which groups, not a failure; everything else
-the fixture declares is still checked.
+the fixture declares is still checked. The named misconception decides it
+case by case, as grading names a mistake: the groups the course makes it
+lose (`lost_groups`), and whether its feedback can name it at all
+(`named_in_feedback`), so `check` passes on every valid course
+(tests/test_engine_check_applicability.py tries random ones).
 """
 from __future__ import annotations
 
@@ -36,9 +40,9 @@ from pathlib import Path
 from typing import Iterator
 
 from shardlab.autograder.core.errors import ShardlabError
-from shardlab.autograder.core.parts import Case, Misconception, Part
+from shardlab.autograder.core.parts import Case, Misconception, Part, alternatives
 from shardlab.autograder.engine.answer_sheet import ANSWERS_FILE, sheet_toml
-from shardlab.autograder.engine.grading import Report, grade_folder
+from shardlab.autograder.engine.grading import MAX_FAILURES_SHOWN, Report, grade_folder
 from shardlab.autograder.engine.plan import case_groups, expected_values, find_part, part_cases
 from shardlab.autograder.engine.variants import variant_config
 from shardlab.autograder.questions import own_folder, questions, registered
@@ -75,24 +79,34 @@ class Fixture:
 
     def on(self, cfg) -> Fixture:
         """What this fixture must score on one course: its `{cfg...}` fields filled from
-        the course, and the declared failing groups the course cannot show (`unseen_groups`)
-        moved from `failing` to `not_applicable`. A part it must score 0 on that names its
-        mistake is judged group by group when some of its groups cannot be lost. Applied
-        once, to the declarations as read: `fixtures(cfg)` does it."""
+        the course. Where it names the misconception it commits in a part, that mistake
+        decides, case by case, what the course can show: the part's failing groups are
+        those in which the mistake gives a value judged wrong (`lost_groups`), a declared
+        group it cannot lose on this course is not applicable (`unseen_groups` says why),
+        and declared feedback that names the mistake is not expected where no failure
+        the feedback shows can name it (`named_in_feedback`: another known mistake gives
+        the same value). Applied once, to the declarations as read: `fixtures(cfg)` does it."""
         failing = {pid: tuple(self._fill(g, cfg) for g in groups) for pid, groups in self.failing.items()}
+        unseen: dict[str, dict[str, str]] = {}
+        feedback = {pid: self._fill(text, cfg) for pid, text in self.feedback.items()}
         for pid in self.mistakes:
-            if pid not in failing and self._zero(pid):
-                failing[pid] = tuple(name for name, _ in case_groups(part_cases(cfg, pid)))
-        unseen = {}
-        for pid, groups in failing.items():
-            why = unseen_groups(cfg, pid, groups, self.mistake(pid))
+            mistake = self.mistake(pid)
+            assert mistake is not None
+            declared = failing.get(pid) or (tuple(name for name, _ in case_groups(part_cases(cfg, pid)))
+                                           if self._zero(pid) else ())
+            lost = lost_groups(cfg, pid, mistake)
+            why = {g: reason for g, reason in unseen_groups(cfg, pid, declared, mistake).items() if g not in lost}
             if why:
                 unseen[pid] = why
-        failing = {pid: tuple(g for g in groups if g not in unseen.get(pid, {})) for pid, groups in failing.items()
-                   if pid in self.failing or pid in unseen}
-        # a part that can lose nothing on this course shows no mistake to give feedback on
-        feedback = {pid: self._fill(text, cfg) for pid, text in self.feedback.items()
-                    if not (pid in unseen and not failing[pid])}
+            if pid in self.failing or why or set(lost) != set(declared):
+                failing[pid] = lost
+            words = mistake.worded(cfg).message
+            if pid in feedback and feedback[pid] in words and not named_in_feedback(cfg, pid, mistake):
+                del feedback[pid]         # the mistake cannot be named: the feedback says expected/got only
+                unseen.setdefault(pid, {})["(its name in the feedback)"] = (
+                    f"{mistake.name!r} cannot be named: another known mistake gives the same value")
+            elif pid in feedback and not lost:
+                del feedback[pid]         # a part that can lose nothing on this course shows no mistake
         either = {pid: tuple(self._fill(p, cfg) for p in pats) for pid, pats in self.either.items()}
         return dataclasses.replace(self, failing=failing, either=either, feedback=feedback, not_applicable=unseen)
 
@@ -168,6 +182,27 @@ def unseen_groups(cfg, part_id: str, groups, mistake: Misconception | None) -> d
             if g in members and all(_judged_right(part, mistake, cases[k], expected[k]) for k in members[g]):
                 out[g] = f"{mistake.name!r} gives the right value in every case"
     return out
+
+
+def lost_groups(cfg, part_id: str, mistake: Misconception) -> tuple[str, ...]:
+    """The part's case groups a student committing exactly `mistake` loses on this course: those with
+    a case in which the mistake's value is judged wrong."""
+    cases = part_cases(cfg, part_id)
+    part, expected = find_part(part_id), expected_values(cfg, part_id)
+    return tuple(g for g, members in case_groups(cases)
+                 if not all(_judged_right(part, mistake, cases[k], expected[k]) for k in members))
+
+
+def named_in_feedback(cfg, part_id: str, mistake: Misconception) -> bool:
+    """Whether the feedback of a student committing exactly `mistake` names it: it shows its first
+    failures (`grading.MAX_FAILURES_SHOWN`), and a failure names a mistake only when it is the one
+    known mistake giving that value (`parts.alternatives`), as grading decides it, case by case."""
+    cases = part_cases(cfg, part_id)
+    part, expected = find_part(part_id).for_course(cfg), expected_values(cfg, part_id)
+    mine = next(m for m in part.misconceptions if m.name == mistake.name)
+    shown = [k for k in range(len(cases)) if not _judged_right(part, mine, cases[k], expected[k])]
+    return any(any(m.name == mine.name for m, _ in alternatives(part, cases[k], expected[k]))
+               for k in shown[:MAX_FAILURES_SHOWN])
 
 
 def _judged_right(part: Part, mistake: Misconception, case: Case, expected: list) -> bool:

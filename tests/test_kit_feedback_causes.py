@@ -170,3 +170,34 @@ def test_each_bucket_starts_as_soon_as_it_is_complete():
         "finish_gradient_synchronization()" in checks.DDP_OVERLAP.problem(expected, [_overlap(last_in_finish)])
     # all-reduces that follow no layout are Task 4.6's: here only one must start, async, during backward
     assert checks.DDP_OVERLAP.problem(expected, [_overlap([[260, 4, True, False], [240, 5, True, False]])]) is None
+
+
+# ---- Task 2.7 step by step, 2.8 unit by unit (issue 43) ---------------------------------------------
+
+def test_fsdp_shards_are_judged_by_their_gradients_and_a_trainable_frozen_shard_is_named():
+    from shardlab.autograder.kit.checks import fsdp
+    # two units of 3 and 1 elements per rank; a frozen layer whose shard would hold 2
+    expected = {"state": {"w": [1.0]}, "shards": [[[[0.5, 0.25, 0.0], [1.0]]]], "frozen": {"fc2.weight": 2}}
+
+    def rank(*shards):
+        return {"state": {"w": [1.0]}, "grads": [[{"numel": len(g), "grad": g} for g in shards]]}
+    right = rank([1.0], [0.5, 0.25, 0.0])              # in another order: paired by size
+    assert fsdp.FSDP_TRAINS_LIKE_ONE_PROCESS.problem(expected, [right]) is None
+    assert fsdp.FSDP_TRAINS_LIKE_ONE_PROCESS.problem(expected, [rank([1.0, 0.5, 0.0], [2.0])]) == (
+        "step 1: your synchronized gradients are 2x the expected ones (each shard's .grad after "
+        "finish_gradient_synchronization())")
+    why = fsdp.FSDP_TRAINS_LIKE_ONE_PROCESS.problem(expected, [rank([0.5, 0.25, 0.0], [1.0], [0.1, 0.2])])
+    assert why.startswith("step 1: rank 0: a trainable shard of 2 elements, the size of frozen 'fc2.weight''s shard")
+    # another layout (weight and bias apart): 2.9's to judge, only the final weights here
+    assert fsdp.FSDP_TRAINS_LIKE_ONE_PROCESS.problem(expected, [rank([0.5, 0.25], [1.0])]) is None
+
+
+def test_a_shard_over_its_units_share_fails_storage_even_within_the_total():
+    from shardlab.autograder.kit.checks import fsdp
+    expected = {"budget": 169, "units": 1, "shares": [35, 20, 8]}
+    steps = [[["all_gather_single", "forward", 0, True, 1]]]
+    value = {"stored": 128, "steps": steps, "grads": [[{"numel": n, "grad": None} for n in (40, 24, 8)]]}
+    assert fsdp.FSDP_STORAGE.problem(expected, [value]).startswith(
+        "rank 0: a shard of 40 elements where a unit's share is at most 35")
+    value["grads"] = [[{"numel": n, "grad": None} for n in (35, 20, 8)]]
+    assert fsdp.FSDP_STORAGE.problem(expected, [value]) is None

@@ -21,6 +21,7 @@ normally. Every report also says which walls isolated the student's code
 """
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -36,12 +37,13 @@ from shardlab.autograder.engine.plan import case_groups, expected_or_error, grou
 from shardlab.autograder.engine.probes import PROBES, starts, traces
 from shardlab.autograder.core.results import (BUDGET_STOP, INTERNAL_ERROR, GroupResult, PartResult, QuestionResult,
                                                 Report, course_stamp, internal_error_result, points_text)
-from shardlab.autograder.engine.submission import NotASubmission, open_submission
+from shardlab.autograder.engine.submission import open_submission
 from shardlab.autograder.kit.timelines.drawing import timeline
 from shardlab.autograder.engine.writeup import read_writeup, written_feedback
-from shardlab.autograder.core.errors import ShardlabError
+from shardlab.autograder.core.errors import ShardlabError, SubmissionRefused
 from shardlab.autograder.questions import all_parts, check_points_config, part_points, questions, registered
 from shardlab.autograder.sandbox import leftovers, untrusted
+from shardlab.autograder.sandbox.gloo.seeds import submission_pool_key
 from shardlab.autograder.sandbox.process import Limits, Outcome
 from shardlab.autograder.sandbox.walls import required_walls
 
@@ -175,7 +177,7 @@ def _run_probes(root: Path, cases: dict[str, list[Case]], limits: Limits,
         batches[probe] = (calls, slices, parts)
     # the probes are separate sandboxes that mostly wait: run them side by side
     with ThreadPoolExecutor(max_workers=len(batches) or 1) as pool:
-        runs = {probe: pool.submit(_run_probe, probe, str(root), calls, limits,
+        runs = {probe: pool.submit(contextvars.copy_context().run, _run_probe, probe, str(root), calls, limits,
                                    frozenset(k for key, s in slices.items() if key in traced
                                              for k in range(s.start, s.stop)))
                 for probe, (calls, slices, _) in batches.items()}
@@ -211,6 +213,14 @@ def _score_or_error(part: Part, points: float, cases, expected, outcomes) -> Par
 
 
 def grade_parts(root: Path, cfg, parts: list[Part], limits: Limits = Limits()):
+    """`_grade_parts` with the data seed key the submission's files pick
+    (`seeds.submission_pool_key`): the same files get the same runs' data, so the
+    same score and feedback, in every grading process."""
+    with submission_pool_key(root):
+        return _grade_parts(root, cfg, parts, limits)
+
+
+def _grade_parts(root: Path, cfg, parts: list[Part], limits: Limits = Limits()):
     """Grade some auto parts of one submission. The probes' slow start-up
     (`prepare`: the gloo fork server importing torch) begins first; the
     student's calls then run while a thread computes the expected values (the
@@ -236,7 +246,8 @@ def grade_parts(root: Path, cfg, parts: list[Part], limits: Limits = Limits()):
         with phase("expected values", lane="reference"):
             return {p.id: expected_or_error(cfg, p.id) for p in parts}
     with ThreadPoolExecutor(max_workers=1) as pool:
-        expected = pool.submit(expected_values)
+        # in this grading's context: its data seed key (`grade_parts`)
+        expected = pool.submit(contextvars.copy_context().run, expected_values)
         outcomes, failed, output, printed = _run_probes(
             root, {pid: c for pid, c in cases.items() if pid not in unstarted}, limits,
             frozenset(drawn.items()))
@@ -316,18 +327,19 @@ def grade_folder(root: Path, cfg, limits: Limits = Limits(), label: str | None =
 
 
 def grade_path(path: str | Path, cfg, limits: Limits = Limits(), student_id=None) -> Report:
-    """Grade a folder or zip submission. An upload with no assignments/
-    folder to grade (none, or several: `submission.NotASubmission`) is the
-    student's and scores 0 with one sentence (`unsubmitted_report`); nothing
-    at `path`, a file that is no zip, or an upload staging refuses (a link,
-    a path outside, too big) raises ShardlabError."""
+    """Grade a folder or zip submission. An upload refused for what it holds
+    (`errors.SubmissionRefused`: no single assignments/ folder, an unreadable
+    zip, a link, a path outside, too big) is the student's and scores 0 with
+    its one sentence (`unsubmitted_report`), as on Gradescope; nothing at
+    `path`, or a file that is neither a folder nor a zip (the instructor's
+    wrong path), raises ShardlabError."""
     mark("grader imported")
     leftovers.sweep_dead()          # what graders killed before they could clean up left behind
     began = time.monotonic()
     try:
         with open_submission(path) as root:
             report = grade_folder(root, cfg, limits, label=str(path), student_id=student_id)
-    except NotASubmission as exc:       # raised only while opening, before any grading
+    except SubmissionRefused as exc:    # the upload's own: opening it, or staging it again in a sandbox
         report = unsubmitted_report(cfg, str(exc), label=str(path))
     report.grading_seconds = round(time.monotonic() - began, 3)
     return report
