@@ -13,7 +13,8 @@ from rich.text import Text
 from rich.table import Table
 
 from shardlab.autograder.sandbox import untrusted
-from shardlab.autograder.core.errors import ShardlabError
+from shardlab.autograder.core.errors import (EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_REFUSED, CheckFailed,
+                                              ShardlabError)
 from shardlab.autograder.core.results import points_text
 from shardlab.reference.config import SCAFFOLDINGS
 
@@ -64,7 +65,24 @@ def score_table(reports) -> Table:
     return table
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _print_version(ctx, _param, value) -> None:
+    """`--version`: the grader's version (`results.grader_version`: with the git commit in a checkout)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from shardlab.autograder.core.results import grader_version
+    click.echo(f"shardlab {grader_version()}")
+    ctx.exit()
+
+
+def _exit_statuses() -> str:
+    """The epilog of `shardlab --help`: what each exit status means (`errors.EXIT_STATUSES`)."""
+    from shardlab.autograder.core.errors import EXIT_STATUSES
+    return "\b\nExit statuses:\n" + "\n".join(f"  {code:>3}  {meaning}" for code, meaning in EXIT_STATUSES.items())
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=_exit_statuses())
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Print shardlab's version and exit.")
 def cli():
     """shardlab: memory, FSDP, 4D parallelism, DDP buckets and pipelines, with an autograder."""
 
@@ -144,7 +162,7 @@ def grade(paths, as_json, jobs, out_dir, resume, verbose, timelines_dir, export_
     if as_json:
         for report, _ in notes:
             click.echo(json.dumps(report))
-        return
+        return _graded_status(reports)
     for r, (_, lines) in zip(reports, notes):
         if r.no_submission:         # nothing graded: the one sentence, once, not once per part
             console.print(f"[yellow]{untrusted.rich(Path(r.submission).name)}[/]: 0 points: "
@@ -163,6 +181,16 @@ def grade(paths, as_json, jobs, out_dir, resume, verbose, timelines_dir, export_
         for line in lines:
             console.print(f"{untrusted.rich(Path(r.submission).name)} {untrusted.rich(line)}", highlight=False)
     console.print(score_table(reports))
+    return _graded_status(reports)
+
+
+def _graded_status(reports) -> int:
+    """`shardlab grade`'s exit status for what it graded (`errors.EXIT_STATUSES`): an internal
+    error of the grader's in any part first (regrade it), then an upload refused for what it
+    holds (its 0 and sentence printed), else 0."""
+    if any(r.internal_errors for r in reports):
+        return EXIT_INTERNAL
+    return EXIT_REFUSED if any(r.no_submission for r in reports) else EXIT_OK
 
 
 def _draw_report_timelines(paths, reports, folder) -> list[tuple[dict, list[str]]]:
@@ -427,7 +455,7 @@ def stubs(only_check, scaffolding, out_dir):
     if only_check:
         stale = stale_stubs(target, scaffolding)
         if stale:
-            raise ShardlabError(f"stubs out of date: {', '.join(stale)} (run `shardlab stubs`)")
+            raise CheckFailed(f"stubs out of date: {', '.join(stale)} (run `shardlab stubs`)")
         console.print("stubs are up to date")
         return
     for path in write_stubs(target, scaffolding):
@@ -458,7 +486,7 @@ def _run_check(cfg, jobs: int = 2) -> bool:
 def check(config_path, jobs):
     """Solutions full marks, stubs zero, known-bad submissions as declared."""
     if not _run_check(_config(config_path)[0], jobs):
-        raise ShardlabError("self-check failed: see the table above")
+        raise CheckFailed("self-check failed: see the table above")
 
 
 @cli.command()
@@ -573,22 +601,25 @@ def grading_service_command():
 
 
 def main() -> None:
+    """The command, its exit status one of `errors.EXIT_STATUSES` (a command's own `sys.exit`,
+    `grade`'s status for what it graded, passes through)."""
     try:
-        cli.main(standalone_mode=False)
+        status = cli.main(standalone_mode=False)
     except click.exceptions.Abort:
-        sys.exit(130)
-    except click.ClickException as exc:
+        sys.exit(EXIT_INTERRUPTED)
+    except click.ClickException as exc:     # a usage error: click's own status, 2
         exc.show()
         sys.exit(exc.exit_code)
     except ShardlabError as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
+        sys.exit(exc.exit_status)
     except Exception as exc:  # a bug in shardlab itself: one line unless debugging
         if os.environ.get("SHARDLAB_DEBUG"):
             raise
         click.echo(f"internal error: {type(exc).__name__}: {exc} (set SHARDLAB_DEBUG=1 for a traceback)",
                    err=True)
-        sys.exit(3)
+        sys.exit(EXIT_INTERNAL)
+    sys.exit(status if isinstance(status, int) else EXIT_OK)
 
 
 if __name__ == "__main__":

@@ -37,10 +37,10 @@ from shardlab.autograder.engine.plan import case_groups, expected_or_error, grou
 from shardlab.autograder.engine.probes import PROBES, starts, traces
 from shardlab.autograder.core.results import (BUDGET_STOP, INTERNAL_ERROR, GroupResult, PartResult, QuestionResult,
                                                 Report, course_stamp, internal_error_result, points_text)
-from shardlab.autograder.engine.submission import NotASubmission, open_submission
+from shardlab.autograder.engine.submission import open_submission
 from shardlab.autograder.kit.timelines.drawing import timeline
 from shardlab.autograder.engine.writeup import read_writeup, written_feedback
-from shardlab.autograder.core.errors import ShardlabError
+from shardlab.autograder.core.errors import ShardlabError, SubmissionRefused
 from shardlab.autograder.questions import all_parts, check_points_config, part_points, questions, registered
 from shardlab.autograder.sandbox import leftovers, untrusted
 from shardlab.autograder.sandbox.gloo.seeds import submission_pool_key
@@ -327,18 +327,19 @@ def grade_folder(root: Path, cfg, limits: Limits = Limits(), label: str | None =
 
 
 def grade_path(path: str | Path, cfg, limits: Limits = Limits(), student_id=None) -> Report:
-    """Grade a folder or zip submission. An upload with no assignments/
-    folder to grade (none, or several: `submission.NotASubmission`) is the
-    student's and scores 0 with one sentence (`unsubmitted_report`); nothing
-    at `path`, a file that is no zip, or an upload staging refuses (a link,
-    a path outside, too big) raises ShardlabError."""
+    """Grade a folder or zip submission. An upload refused for what it holds
+    (`errors.SubmissionRefused`: no single assignments/ folder, an unreadable
+    zip, a link, a path outside, too big) is the student's and scores 0 with
+    its one sentence (`unsubmitted_report`), as on Gradescope; nothing at
+    `path`, or a file that is neither a folder nor a zip (the instructor's
+    wrong path), raises ShardlabError."""
     mark("grader imported")
     leftovers.sweep_dead()          # what graders killed before they could clean up left behind
     began = time.monotonic()
     try:
         with open_submission(path) as root:
             report = grade_folder(root, cfg, limits, label=str(path), student_id=student_id)
-    except NotASubmission as exc:       # raised only while opening, before any grading
+    except SubmissionRefused as exc:    # the upload's own: opening it, or staging it again in a sandbox
         report = unsubmitted_report(cfg, str(exc), label=str(path))
     report.grading_seconds = round(time.monotonic() - began, 3)
     return report
