@@ -3,6 +3,8 @@ section, a row per key (its kind, unit, allowed range, default and help). tests/
 fails when the file and the declarations drift; write it again with
 
     .venv/bin/python -m shardlab.reference.config.docs > docs/config.md
+
+With `--config COURSE` it documents that course's own questions' sections too (`config.own`).
 """
 from __future__ import annotations
 
@@ -85,13 +87,32 @@ def earlier_names() -> str:
     return "\n".join(lines) + "\n"
 
 
-def reference() -> str:
-    """docs/config.md, as the declarations say it."""
+def reference(own: dict[str, type[Section]] | None = None) -> str:
+    """docs/config.md, as the declarations say it; with `own`, a course's own questions' sections too
+    ({module: Section}, after the package's)."""
     parts = [HEAD]
     parts += [section_table(name, model) for name, model in SECTIONS.items()]
     parts += [section_table(f'{name}."NAME"', model) for name, model in TABLES.items()]
+    parts += [section_table(name, model) for name, model in (own or {}).items()]
     return "\n".join([*parts, TAIL, earlier_names()])
 
 
+def main(argv: list[str] | None = None) -> None:
+    """`python -m shardlab.reference.config.docs [--config COURSE]`: the reference, with that course's own
+    questions' sections (their folders' config.py) among the tables."""
+    import argparse
+
+    from shardlab.autograder.core.errors import ShardlabError
+    from shardlab.reference.config.course import load_config
+    parser = argparse.ArgumentParser(prog="python -m shardlab.reference.config.docs")
+    parser.add_argument("--config", help="a course config whose own questions' sections to include")
+    args = parser.parse_args(argv)
+    try:
+        own = {name: type(section) for name, section in load_config(args.config).own} if args.config else {}
+    except ShardlabError as error:
+        raise SystemExit(f"error: {error}") from None
+    print(reference(own), end="")
+
+
 if __name__ == "__main__":
-    print(reference(), end="")
+    main()
