@@ -442,7 +442,7 @@ def _build_all(cfg, config_path, out: Path, roster=None) -> None:
     zip_path = build_autograder(cfg, config_text(config_path), out, roster_for_zip(cfg, roster))
     console.print(f"wrote {zip_path} (autograder_zip_sha256 {autograder_digest(zip_path)}: every "
                   "Gradescope report.json it makes carries it)", highlight=False)
-    console.print(f"Gradescope: set the assignment's autograder points to {gradescope_points(cfg)} "
+    console.print(f"Gradescope: set the assignment's autograder points to {points_text(gradescope_points(cfg))} "
                   "(a bonus earned shows as extra credit)", highlight=False)
     outline = manual_outline(cfg)
     if outline:
@@ -456,6 +456,7 @@ def _build_all(cfg, config_path, out: Path, roster=None) -> None:
         if q.module in found:
             click.echo(f"warning: question {q.number} ({q.title}) is degenerate on this course: "
                        f"{found[q.module]}; the handout and solutions say so", err=True)
+    _course_warnings(cfg)
     # an own question read a course setting by its earlier name: it still works; say once what it is now
     from shardlab.reference.config.renamed import used
     for old, new in used().items():
@@ -485,12 +486,27 @@ def stubs(only_check, scaffolding, out_dir):
         console.print(f"wrote {path}", highlight=False)
 
 
+def _course_warnings(cfg) -> None:
+    """The course's implausible numbers and a time budget too small for the solutions, one warning line
+    each on stderr (`reference.config.plausible`): `build` and `check` say them."""
+    from shardlab.reference.config.plausible import budget_warning, implausible
+    for line in [*implausible(cfg), budget_warning(cfg)]:
+        if line:
+            click.echo(f"warning: {line}", err=True)
+
+
 def _run_check(cfg, jobs: int = 2) -> bool:
     from rich.progress import Progress
     from shardlab.autograder.selfcheck import fixtures, run_check
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("grading solutions, stubs and wrong submissions", total=2 + len(fixtures(cfg)))
         rows = run_check(cfg, progress=lambda: progress.advance(task), jobs=jobs)
+    _course_warnings(cfg)
+    solutions = next((row for row in rows if row.name == "solutions"), None)
+    if solutions is not None and any("time budget ran out" in p.feedback for q in solutions.report.questions
+                                     for p in q.parts):
+        click.echo(f"warning: the solutions ran out of [grading].budget_seconds = {cfg.grading.budget_seconds}: "
+                   "what did not finish scored 0; raise it", err=True)
     table = Table(title="Self-check")
     for col in ("submission", "score", "as declared"):
         table.add_column(col)
