@@ -379,7 +379,7 @@ def base_code(batch: Batch) -> dict[str, str]:
     from shardlab.reference.config import load_config
     try:
         cfg = load_config(batch.batch.get("config"))
-        return {**generated_stubs(cfg.scaffolding), **own_stubs(cfg, cfg.scaffolding)}
+        return {**generated_stubs(cfg.course.scaffolding), **own_stubs(cfg, cfg.course.scaffolding)}
     except (ShardlabError, OSError):
         return generated_stubs()
 
