@@ -18,7 +18,7 @@ from shardlab.autograder.platforms.batch import write_written_answers
 from shardlab.autograder.platforms.otter import question_output
 from shardlab.autograder.publish.starter import kit_files
 from shardlab.autograder.sandbox.process import Limits
-from shardlab.reference.config import load_config
+from shardlab.reference.config import load_config, replaced
 
 FAST = Limits(call_seconds=2.0, import_seconds=30.0)
 # docs/spec.md's written deliverables: every sub-question the handout asks to derive, compute or explain,
@@ -124,5 +124,5 @@ def test_with_a_secret_the_graders_see_each_students_own_numbers_beside_the_answ
     assert "Variant: unknown (no student id was graded" in text[text.index("## bob"):text.index("## eve")]
     assert "Variant: unknown (the submission was not graded)" in text[text.index("## eve"):]
     # without a secret, the file is as before: no variant line
-    write_written_answers(tmp_path / "plain", results, dataclasses.replace(course, secret=""))
+    write_written_answers(tmp_path / "plain", results, replaced(course, {"course.secret": ""}))
     assert "Variant" not in (tmp_path / "plain" / "1.a.md").read_text()

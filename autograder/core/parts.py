@@ -74,7 +74,7 @@ class Misconception:
         """Itself, its message naming this course's GPU ([memory].gpu)."""
         if cfg is None or "{" not in self.message:
             return self
-        gpu = cfg.gpu
+        gpu = cfg.memory.gpu
         return replace(self, message=self.message.format(gpu=gpu.name, gpu_gb=f"{gpu.capacity_gb:g}",
                                                          gpu_bytes=f"{gpu.capacity_bytes:,}"))
 

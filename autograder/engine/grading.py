@@ -41,7 +41,7 @@ from shardlab.autograder.engine.submission import open_submission
 from shardlab.autograder.kit.timelines.drawing import timeline
 from shardlab.autograder.engine.writeup import read_writeup, written_feedback
 from shardlab.autograder.core.errors import ShardlabError, SubmissionRefused
-from shardlab.autograder.questions import all_parts, check_points_config, part_points, questions, registered
+from shardlab.autograder.questions import all_parts, part_points, plan, questions, registered
 from shardlab.autograder.sandbox import leftovers, untrusted
 from shardlab.autograder.sandbox.gloo.seeds import submission_pool_key
 from shardlab.autograder.sandbox.process import Limits, Outcome
@@ -298,10 +298,10 @@ def grade_folder(root: Path, cfg, limits: Limits = Limits(), label: str | None =
     the id in answers.toml (`answer_sheet`).
     Refuses (ShardlabError) when the course requires the full jail and this
     machine lacks a wall (`sandbox.walls`)."""
-    check_points_config(cfg)
+    plan(cfg)                           # the course's derived values: a bad [points] is one line, first
     walls = required_walls(cfg)
     if limits.deadline is None:         # one budget for everything this grading runs ([grading] budget_seconds)
-        limits = dataclasses.replace(limits, deadline=time.monotonic() + cfg.budget_seconds)
+        limits = dataclasses.replace(limits, deadline=time.monotonic() + cfg.grading.budget_seconds)
     chosen = [q for q in questions(cfg) if modules is None or q.module in modules]
     graded, output, printed = grade_parts(root, cfg, [p for q in chosen for p in q.parts if p.kind == "auto"],
                                           limits)
@@ -350,15 +350,15 @@ def unsubmitted_report(cfg, sentence: str, label: str) -> Report:
     course's questions (and of answers.toml's sheet, with a course secret)
     0 points, its feedback `sentence`, which `no_submission` also holds once
     for the front ends that say it once. No student code ran: no walls."""
-    check_points_config(cfg)
     qresults = []
     for q in questions(cfg):
         parts = [PartResult(p.id, p.title, 0.0, part_points(p, cfg) if p.kind == "auto" else 0.0, sentence,
                             p.kind, p.bonus) for p in q.parts]
         qresults.append(QuestionResult(str(q.number), q.title, 0.0,
                                        sum(p.max_score for p in parts if not p.bonus), parts))
-    if cfg.secret:
-        parts = [PartResult(pid, title, 0.0, cfg.answer_points, sentence, "answers") for pid, title in sheet_parts(cfg)]
+    if cfg.course.secret:
+        parts = [PartResult(pid, title, 0.0, cfg.course.answer_points, sentence, "answers")
+                 for pid, title in sheet_parts(cfg)]
         qresults.append(QuestionResult("answers", SHEET_TITLE, 0.0, sum(p.max_score for p in parts), parts))
     return Report(label, 0.0, sum(q.max_score for q in qresults), qresults, course=course_stamp(cfg),
                   no_submission=sentence)

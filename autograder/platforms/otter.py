@@ -300,7 +300,7 @@ def finalize_results(ag_dir: str | Path) -> None:
     settings (the shipped config; its defaults if unreadable) and the report.
     Nothing changes when results.json is unreadable."""
     from shardlab.autograder.core.errors import ShardlabError
-    from shardlab.reference.config import GradescopeConfig, load_config
+    from shardlab.reference.config import GradescopeSection, load_config
     ag_dir = Path(ag_dir)
     results_path = ag_dir / "results" / "results.json"
     try:
@@ -314,7 +314,7 @@ def finalize_results(ag_dir: str | Path) -> None:
     try:
         settings = load_config(ag_dir / "source" / CONFIG_FILE).gradescope
     except ShardlabError:
-        settings = GradescopeConfig()
+        settings = GradescopeSection()
     tmp = results_path.with_suffix(".tmp")
     tmp.write_text(json.dumps(gradescope_results(results, report, settings), indent=1), encoding="utf-8")
     os.replace(tmp, results_path)
