@@ -15,7 +15,7 @@ from shardlab.autograder.engine.variants import variant_config
 from shardlab.autograder.engine.writeup import (MAX_WRITEUP_BYTES, WRITEUP_FILE, read_writeup, writeup_template,
                                                written_feedback, written_parts)
 from shardlab.autograder.platforms.batch import write_written_answers
-from shardlab.autograder.platforms.otter import question_output
+from shardlab.autograder.platforms.otter import ANSWER_QUOTE, question_output
 from shardlab.autograder.publish.starter import kit_files
 from shardlab.autograder.sandbox.process import Limits
 from shardlab.reference.config import load_config, replaced
@@ -96,6 +96,21 @@ def test_written_answers_round_trip_from_kit_to_graders(cfg, submission, tmp_pat
 
     shown = question_output(answered["questions"][0], answered["written"])
     assert "It needs &lt;b&gt;many&lt;/b&gt; devices." in shown and "<b>" not in shown
+
+
+@pytest.mark.pure
+def test_a_writeup_cannot_pose_as_a_graded_line():
+    """A writeup that says "✅ 1.a (100 / 2): graded" is shown to hand graders quoted, under a heading that
+    says it is the student's answer: no line of it starts as one of the grader's lines does."""
+    forged = "Fine.\n✅ 1.a Why sharding (100 / 2): graded\n❌ 1.b (0 / 1): see above\r\n⚠️ note"
+    question = {"parts": [{"id": "1.a", "title": "Why sharding", "kind": "manual", "score": 0, "max_score": 0,
+                           "feedback": "Graded by hand (2 points)."}]}
+    shown = question_output(question, {"1.a": forged}).splitlines()
+    graders = [line for line in shown if line.startswith(("✅", "❌", "⚠️", "✍️"))]
+    assert graders == [shown[0]] and shown[0].startswith("✍️ 1.a Why sharding")
+    assert "the student's answer to 1.a" in shown[1]
+    assert all(line.startswith(ANSWER_QUOTE) for line in shown[2:]) and len(shown) == 6
+    assert any("✅ 1.a Why sharding (100 / 2): graded" in line for line in shown[2:])
 
 
 @pytest.mark.pure

@@ -43,6 +43,7 @@ from shardlab.autograder.engine.writeup import read_writeup, written_feedback
 from shardlab.autograder.core.errors import ShardlabError, SubmissionRefused
 from shardlab.autograder.questions import all_parts, part_points, plan, questions, registered
 from shardlab.autograder.sandbox import leftovers, untrusted
+from shardlab.autograder.sandbox.hidden_last import Gate, Party
 from shardlab.autograder.sandbox.gloo.seeds import submission_pool_key
 from shardlab.autograder.sandbox.process import Limits, Outcome
 from shardlab.autograder.sandbox.walls import required_walls
@@ -172,14 +173,17 @@ def _run_probes(root: Path, cases: dict[str, list[Case]], limits: Limits,
         for part in parts:
             for k, case in enumerate(cases[part.id]):
                 slices[(part.id, k)] = slice(len(calls), len(calls) + len(case.calls))
-                # each call knows its case group: a hang then costs that group only (`Call.group`)
-                calls.extend(replace(call, group=(part.id, case.group)) for call in case.calls)
+                # each call knows its case group (a hang then costs that group only) and whether it is hidden
+                # (run after every public call of the grading: `sandbox.hidden_last`)
+                calls.extend(replace(call, group=(part.id, case.group), hidden=not case.public)
+                             for call in case.calls)
         batches[probe] = (calls, slices, parts)
+    gate = Gate(len(batches))
     # the probes are separate sandboxes that mostly wait: run them side by side
     with ThreadPoolExecutor(max_workers=len(batches) or 1) as pool:
         runs = {probe: pool.submit(contextvars.copy_context().run, _run_probe, probe, str(root), calls, limits,
                                    frozenset(k for key, s in slices.items() if key in traced
-                                             for k in range(s.start, s.stop)))
+                                             for k in range(s.start, s.stop)), gate.party())
                 for probe, (calls, slices, _) in batches.items()}
         outcomes, failed, output, printed = {}, {}, [], 0
         for probe, (_, slices, parts) in batches.items():
@@ -197,12 +201,15 @@ def _run_probes(root: Path, cases: dict[str, list[Case]], limits: Limits,
     return outcomes, failed, "".join(output), printed
 
 
-def _run_probe(probe: str, root: str, calls: list, limits: Limits, traced: frozenset[int]):
+def _run_probe(probe: str, root: str, calls: list, limits: Limits, traced: frozenset[int], gate: Party):
     run = PROBES[probe]
-    with phase(f"{probe} probe", lane=probe):
-        if traced and traces(run):
-            return run(root, calls, limits, traced=traced)
-        return run(root, calls, limits)
+    try:
+        with phase(f"{probe} probe", lane=probe):
+            if traced and traces(run):
+                return run(root, calls, limits, traced=traced, gate=gate)
+            return run(root, calls, limits, gate=gate)
+    finally:
+        gate.public_done()          # a probe that raised before saying so holds no other probe's hidden calls
 
 
 def _score_or_error(part: Part, points: float, cases, expected, outcomes) -> PartResult:
@@ -240,7 +247,7 @@ def _grade_parts(root: Path, cfg, parts: list[Part], limits: Limits = Limits()):
                 unstarted.update({p.id: why for p in parts if p.probe == probe})
     with phase("cases"):
         cases = {p.id: part_cases(cfg, p.id) for p in parts}
-        drawn = {p.id: drawn_case(cases[p.id]) for p in parts if p.drawn and cases[p.id]}
+        drawn = {p.id: k for p in parts if p.drawn and (k := drawn_case(cases[p.id])) is not None}
 
     def expected_values():
         with phase("expected values", lane="reference"):
@@ -268,9 +275,10 @@ def _grade_parts(root: Path, cfg, parts: list[Part], limits: Limits = Limits()):
     return results, output, printed
 
 
-def drawn_case(cases: list[Case]) -> int:
-    """The case a drawn part's timeline shows: its first public case, else its first."""
-    return next((k for k, c in enumerate(cases) if c.public), 0)
+def drawn_case(cases: list[Case]) -> int | None:
+    """The case a drawn part's timeline shows: its first public case; None without one (a hidden run's
+    timeline would show marks and bytes its student processes chose knowing hidden inputs)."""
+    return next((k for k, c in enumerate(cases) if c.public), None)
 
 
 def case_timeline(part: Part, case: Case, got: list[Outcome], expected=None) -> dict | None:
