@@ -83,6 +83,13 @@ REALISM = {
     "61.3 tokens per chip": "the Scaling Book's takeaway",
     # fsdp: 5e-6·3 + 7/8·1,744,830,464/4.5e11 = 1.5e-5 + 3.3927e-3 = 3.408 ms
     "**3.408 ms**": "the standard all-gather within a node",
+    # memory: Korthikanti et al. per layer, s = 4096, h = 16384, a = 16384/128 = 128, b = 1:
+    # 34·4096·16384 = 2,281,701,376; 5·128·4096² = 10,737,418,240; sum 13,019,119,616; x 126 layers
+    "1,640.41 GB (1,640,409,071,616 bytes)": "a full transformer layer's activations",
+    # without the scores: 126 · 2,281,701,376 = 287,494,373,376
+    "287.49 GB (287,494,373,376 bytes)": "a transformer layer's activations without the attention scores",
+    # 1 (b) read with 4096 global tokens: see test_hand_grading_notes_of_1b_by_hand
+    "**N = 38**": "the FSDP degree with the tokens read as the global batch",
 }
 
 
@@ -98,6 +105,29 @@ def test_realism_numbers_by_hand(cfg):
     assert comm4d.scaling_book_takeaway_per_chip(53248, 4.6e14, 1.8e11, 2, 1) == pytest.approx(61.327, rel=1e-4)
     assert fsdp.standard_allgather_seconds(2 * 872_415_232, 8, 5e-6, 4.5e11) == pytest.approx(3.4077e-3, rel=1e-4)
     assert fsdp.standard_allgather_seconds(1000, 1, 5e-6, 4.5e11) == 0.0      # the factor alone gives 0 at p = 1
+
+
+def test_transformer_layer_and_global_batch_notes_by_hand(cfg):
+    from shardlab.reference import memory
+    assert memory.transformer_layer_activation_bytes(4096, 1, 16384, 128) == 13_019_119_616
+    w = memory.worked(cfg)
+    assert w["note_transformer_activations"].value == 126 * 13_019_119_616 == 1_640_409_071_616
+    assert w["note_transformer_activations_no_scores"].value == 126 * 2_281_701_376
+    # 71,873,593,344 / 1,640,409,071,616 = 4.38 %; / 287,494,373,376 = 25.0 %
+    assert "4.4 %" in w["note_transformer_activations"].shown
+    assert "25.0 %" in w["note_transformer_activations_no_scores"].shown
+
+
+def test_hand_grading_notes_of_1b_by_hand(cfg, documents):
+    """S = 16 · 219,848,638,464 = 3,517,578,215,424, A = 71,873,593,344, capacity 95e9. The tokens
+    read as the global batch: per device S/N + A/(2N²) + A/(2N). N = 37: S/37 = 95,069,681,498 > 95e9
+    already. N = 38: 92,567,847,774 + 24,886,286 + 945,705,175 = 93,538,439,235 < 95e9. So 38,
+    against the course's 61."""
+    from shardlab.reference import memory
+    assert memory.min_fsdp_degree_global_batch(3_517_578_215_424, 71_873_593_344, 95e9) == 38
+    assert memory.worked(cfg)["note_n_fsdp_global_batch"].value == 38
+    notes = documents["solutions"][documents["solutions"].index("*Hand-grading notes for (b).*"):]
+    assert "**N = 61" in notes[:notes.index("## Question 2")] and "**N = 38**" in notes
 
 
 # ---- the Scaling Book's shortcut on 3.5 ----------------------------------------------------
