@@ -119,10 +119,12 @@ SCHEMA: tuple[Key, ...] = (
     Key("fsdp", "inter_devices", int, None, "devices p sharding over the inter-node network "
         "(default: that network's devices)"),
     Key("comm4d", "device", str, "TPU v5p", "chip of the 4D mesh: its C and W_ici", names="ici"),
-    Key("comm4d", "x", int, 16, "FSDP (data) degree X"),
-    Key("comm4d", "y", int, 4, "tensor-parallel degree Y"),
-    Key("comm4d", "m_x", int, 2, "mesh axes M_X the X collectives use"),
-    Key("comm4d", "m_y", int, 1, "mesh axes M_Y the Y collectives use"),
+    Key("comm4d", "x", int, 16, "FSDP (data) degree X (1: no FSDP, whose collectives cost nothing; "
+        "`build` names it degenerate)"),
+    Key("comm4d", "y", int, 4, "tensor-parallel degree Y (1: no tensor parallelism, named likewise)"),
+    Key("comm4d", "m_x", int, 2, "mesh axes M_X the X collectives use; M_X + M_Y at most the axes of the "
+        "chip's torus (ici_links / 2: 3 on a TPU v5p, 2 on a v5e)"),
+    Key("comm4d", "m_y", int, 1, "mesh axes M_Y the Y collectives use (M_X + M_Y as above)"),
     Key("comm4d", "overlap", bool, True,
         "comms overlap compute, so the binding term is max(FSDP, TP); false sums them"),
     Key("buckets", "model_bytes", int, 400_000_000,
@@ -225,6 +227,19 @@ class Mesh4D:
     @property
     def n(self) -> int:
         return self.x * self.y
+
+
+def mesh_fits_torus(mesh: Mesh4D) -> Mesh4D:
+    """The mesh, if its chip's torus holds it: the X and Y collectives run over M_X + M_Y distinct
+    axes of the chip's ICI torus (`Hardware.torus_axes`: 3 on a v5p, 2 on a v5e), so M_X + M_Y may not
+    exceed them (docs/spec.md, question 3). One line names the keys otherwise."""
+    axes = mesh.device.torus_axes
+    if mesh.m_x + mesh.m_y > axes:
+        raise ShardlabError(
+            f"config [comm4d].m_x + m_y = {mesh.m_x} + {mesh.m_y} mesh axes exceed the {axes} axes of "
+            f"{mesh.device.name}'s torus (ici_links = {mesh.device.ici_links}, two per axis): lower m_x or m_y"
+            + (", or give the chip its ici_links" if not mesh.device.ici_links else ""))
+    return mesh
 
 
 @dataclass(frozen=True)
@@ -475,6 +490,10 @@ def _parse(data: dict, source: str, sha256: str = "", base: Path | None = None) 
                               named("pipeline", "device"), v("pipeline", "target_bubble_percent"))
     if not questions or "pipeline" in questions:      # its rule binds only a course that sets it
         pipeline = pipeline.checked(v("model", "num_blocks"))
+    mesh = Mesh4D(named("comm4d", "device"), v("comm4d", "x"), v("comm4d", "y"),
+                  v("comm4d", "m_x"), v("comm4d", "m_y"), v("comm4d", "overlap"))
+    if not questions or "comm4d" in questions:
+        mesh = mesh_fits_torus(mesh)
     return CourseConfig(
         course_name=v("course", "name"),
         assignment_name=v("course", "assignment"),
@@ -486,8 +505,7 @@ def _parse(data: dict, source: str, sha256: str = "", base: Path | None = None) 
         fsdp_device=named("memory", "fsdp_device"),
         fsdp=FsdpConfig(named("fsdp", "device"), v("fsdp", "tokens_per_device"),
                         intra, devices["intra"], inter, devices["inter"]),
-        mesh=Mesh4D(named("comm4d", "device"), v("comm4d", "x"), v("comm4d", "y"),
-                    v("comm4d", "m_x"), v("comm4d", "m_y"), v("comm4d", "overlap")),
+        mesh=mesh,
         buckets=BucketsConfig(v("buckets", "model_bytes"), v("buckets", "bandwidth"),
                               v("buckets", "call_overhead_us") / 1e6),
         pipeline=pipeline,

@@ -36,6 +36,13 @@ class Hardware:
     def capacity_gb(self) -> float:
         return self.capacity_bytes / GB
 
+    @property
+    def torus_axes(self) -> int:
+        """Axes of the chip's ICI torus, two links (one each way) per axis: 3 on a
+        3D torus (6 links), 2 on a 2D torus (4 links), 0 without ICI. A 4D mesh
+        spreads its X and Y collectives over M_X + M_Y of them at most."""
+        return self.ici_links // 2
+
 
 @dataclass(frozen=True)
 class ModelConfig:
