@@ -239,7 +239,9 @@ def _grade_batch(paths, out: Path, config_path, jobs, resume, as_json, annotatio
                     shown += (" [red](internal error in the grader, parts "
                               f"{', '.join(e['part'] for e in report['internal_errors'])}: regrade)[/]")
                 progress.console.print(f"{name}: {shown}", highlight=False)
-        results = grade_many(paths, out, config_path, jobs, resume, on_result, annotations, refused, child_args)
+        results = grade_many(paths, out, config_path, jobs, resume, on_result, annotations, refused, child_args,
+                             say=lambda line: click.echo(f"note: {line}", err=True))
+    _class_report(out, jobs=jobs, quiet=as_json, after_grading=True)
     if as_json:
         for name in sorted(results):
             click.echo(json.dumps({"name": name, **results[name]}))
@@ -375,6 +377,8 @@ def build(config_path, out_dir, roster):
     from shardlab.autograder.engine.variants import check_drawable
     cfg, config_path = _config(config_path)      # the zip ships the course actually read
     check_drawable(cfg)                          # a [variants] nothing valid comes from: one line, now
+    from shardlab.autograder.selfcheck import own_fixtures
+    own_fixtures(cfg)                            # a course question's broken expect.toml: one line, before check
     _build_all(cfg, config_path, Path(out_dir), roster)
 
 
@@ -517,6 +521,47 @@ def bench_buckets(out_dir, submission, rounds):
     for line in describe(summary)[:-1]:
         console.print(line, highlight=False, soft_wrap=True)
     console.print(f"wrote {out_dir}/buckets.csv, allreduce.csv, buckets.png", highlight=False)
+
+
+@cli.command()
+@click.argument("out_dir", metavar="DIR", type=click.Path(file_okay=False))
+@click.option("--threshold", type=click.FloatRange(0, 1, min_open=True), default=None,
+              help="Flag a pair when either side's code or writeup similarity reaches this share of its "
+                   "fingerprints (default 0.5; docs/grading.md, 'Similar submissions').")
+@click.option("--jobs", "-j", type=click.IntRange(1, 64), default=2, show_default=True,
+              help="Processes that fingerprint the code of a large class.")
+def report(out_dir, threshold, jobs):
+    """The class report of a graded batch folder: class-report.html, .json and the misconceptions CSV."""
+    if not Path(out_dir).is_dir():
+        raise ShardlabError(f"no such folder: {out_dir} (give the --out folder of `shardlab grade`)")
+    _class_report(Path(out_dir), threshold, jobs)
+
+
+def _class_report(out: Path, threshold: float | None = None, jobs: int = 2, quiet: bool = False,
+                  after_grading: bool = False) -> None:
+    """Build OUT's class report (`publish.class_report`) under a progress bar. After a batch, a
+    failure to build it costs nothing of the grading: one line says so and how to rebuild it."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from shardlab.autograder.publish import class_report, similarity
+    columns = (TextColumn("class report: {task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True, disable=quiet) as progress:
+        task = progress.add_task("reading results", total=None)
+
+        def step(what: str, done: int, total: int) -> None:
+            progress.update(task, description=what, completed=done, total=total)
+        try:
+            found = class_report.build(out, threshold or similarity.DEFAULT_THRESHOLD, jobs, step)
+        except Exception as exc:    # noqa: BLE001 - after grading, the grades are what matters
+            if not after_grading:
+                raise
+            click.echo(f"warning: the class report failed ({type(exc).__name__}: {exc}); rebuild it with "
+                       f"`shardlab report {out}`", err=True)
+            return
+    pairs = len(found["similar_pairs"])
+    click.echo(f"wrote {out / class_report.REPORT_HTML} ({found['submissions']} submissions, "
+               f"{len(found['misconceptions'])} misconceptions named, {pairs} similar pair{'s' * (pairs != 1)})",
+               err=quiet)
 
 
 @cli.command("grading-service", hidden=True)

@@ -34,6 +34,9 @@ no error: its child exits 0 with a report of 0 points whose `no_submission`
 sentence says what was expected (`grading.unsubmitted_report`), an "ok" row,
 never retried.
 
+A re-grade into a folder holding a batch never shrinks its gradebook: it
+merges into it (same course) or refuses, and says which (`batch_folder`).
+
 A batch folder remembers its course. Every record carries `course` (its
 name and the sha256 of the config file, `results.course_stamp`) and
 `submission_sha256` (`submission_sha256`: the bytes graded), and OUT/batch.json
@@ -63,6 +66,7 @@ from pathlib import Path
 from shardlab.autograder.core import content
 from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.core.results import course_shown, course_stamp, grader_version, points_text
+from shardlab.autograder.platforms.batch_folder import BATCH_FILE, earlier_batch
 from shardlab.autograder.platforms.grading_service import GradingService, ServiceError
 from shardlab.autograder.sandbox import untrusted, zygote
 
@@ -71,7 +75,6 @@ from shardlab.autograder.sandbox import untrusted, zygote
 # the expected values of a cold machine, scoring and the report
 GRADE_MARGIN_SECONDS = 300
 ATTEMPTS = 2
-BATCH_FILE = "batch.json"     # OUT/batch.json: the course and grader a batch folder was graded with
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -258,8 +261,10 @@ def gradebook_csv(results: dict[str, dict]) -> str:
 def grade_many(paths: list[str], out: Path, config_path: str | None, jobs: int = 2,
                resume: bool = False, on_result=None, annotations: dict[str, dict] | None = None,
                refused: dict[str, str] | None = None,
-               child_args: dict[str, list[str]] | None = None) -> dict[str, dict]:
-    """Grade every path into `out`; returns {name: report or error record}.
+               child_args: dict[str, list[str]] | None = None, say=None) -> dict[str, dict]:
+    """Grade every path into `out`; returns {name: report or error record} of every row the folder
+    holds: into a folder holding a batch, a run merges or refuses (`batch_folder.earlier_batch`), and
+    `say` (a callable taking one line) is told which.
 
     annotations: {path: fields} added to that path's record (the Gradescope
     export's submitters, for one); refused: {path: reason} recorded as a
@@ -277,13 +282,16 @@ def grade_many(paths: list[str], out: Path, config_path: str | None, jobs: int =
     batch = {"course": course_stamp(cfg), "config": config_path, "grader_version": grader_version()}
     if resume:
         check_resumable(out, batch)
+    names = submission_names(paths)
+    earlier = earlier_batch(out, batch, list(names.values()))
+    if earlier.note and say:
+        say(earlier.note)
     results_dir, feedback_dir = out / "results", out / "feedback"
     results_dir.mkdir(parents=True, exist_ok=True)
     feedback_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(out / BATCH_FILE, json.dumps(batch, indent=1))
-    names = submission_names(paths)
     digests = {path: submission_sha256(path) for path in names}   # before grading: a later change regrades
-    results: dict[str, dict] = {}
+    results: dict[str, dict] = dict(earlier.kept)
     todo = []
     for path, name in names.items():
         kept = _kept_result(results_dir / f"{name}.json", digests[path], batch) if resume else None
