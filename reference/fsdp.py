@@ -168,7 +168,8 @@ def _rail_aligned_notes(f, unit: int, fwd: float, b: int) -> dict[str, Worked]:
     verdict = (("; ".join(flips) if flips else "none: only the numbers change")
                + f"; the tokens needed to hide it fall from {flat_tokens:,.0f} to {tokens:,.0f}")
     return {
-        "note_rail_flips": Worked("answers of (a) that flip at the node's egress", "", "", tuple(flips), verdict),
+        "note_rail_flips": Worked("answers of (a) that flip at the node's egress", "β → devices per node · β",
+                                  f"{sci(net.beta)} → {sci(beta)}", tuple(flips), verdict),
         "note_rail_beta": Worked(f"bandwidth per device of rail-aligned rings across nodes of {per_node}",
                                  "β_node = devices per node · β", f"{per_node} · {sci(net.beta)}", beta,
                                  f"{beta / 1e9:,.0f} GB/s (the node's egress)"),

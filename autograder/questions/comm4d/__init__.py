@@ -13,18 +13,22 @@ from shardlab.reference.specs import HARDWARE
 
 M = "comm4d"
 _ICI = [h for h in HARDWARE.values() if h.ici_bytes_per_second > 0]
+# the chip of the cases that spread one axis over 2 mesh axes: a 3D torus holds them and the other axis (a
+# course's own chip may have only 2 axes)
+_V5P = HARDWARE["TPU v5p"]
 
 
 # ---- case generators: (args, public, note) ---------------------------------
 
-def _mesh(rng):
+def _mesh(rng, spread: str = ""):
     """A random mesh the chip can hold: power-of-two X and Y (an axis of one chip included: it costs
-    nothing, docs/spec.md, question 3) on an ICI chip, over M_X + M_Y mesh axes no more than its torus
-    has, and no axis spread over more mesh axes than it has factors of two (X = 2 spans one)."""
-    hw = rng.choice(_ICI)
-    x, y = 2 ** rng.randint(0, 7), 2 ** rng.randint(0, 6)
-    m_x = rng.randint(1, min(hw.torus_axes - 1, max(1, x.bit_length() - 1)))
-    m_y = rng.randint(1, min(hw.torus_axes - m_x, max(1, y.bit_length() - 1)))
+    nothing, docs/spec.md, question 3) on an ICI chip, over M_X + M_Y mesh axes no more than its torus has.
+    spread "x" (or "y"): that axis, of 4 chips or more, over 2 of a v5p's 3 axes and the other over 1, so
+    that the random cases always hold a collective over more than one mesh axis (a 2D torus has no room)."""
+    hw = _V5P if spread else rng.choice(_ICI)
+    m_x = {"x": 2, "y": 1}.get(spread) or rng.randint(1, hw.torus_axes - 1)
+    m_y = {"x": 1, "y": 2}.get(spread) or rng.randint(1, hw.torus_axes - m_x)
+    x, y = 2 ** rng.randint(2 if spread == "x" else 0, 7), 2 ** rng.randint(2 if spread == "y" else 0, 6)
     return dict(x=x, y=y, m_x=m_x, m_y=m_y), hw.flops_per_second, hw.ici_bytes_per_second
 
 
@@ -35,9 +39,6 @@ def _course(cfg):
 
 # a public example mesh and model: the course's give the handout's answers, so their cases are hidden
 EXAMPLE = dict(d_model=8192, d_ff=32768, x=4, y=16, m_x=1, m_y=1)
-# the chip of the public cases that spread one axis over 2 mesh axes: a 3D torus holds them and the other
-# axis (a course's own chip may have only 2 axes)
-_V5P = HARDWARE["TPU v5p"]
 
 
 def _flops_args(cfg, rng):
@@ -72,8 +73,8 @@ def _fsdp_args(cfg, rng):
     yield (dict(d_model=EXAMPLE["d_model"], d_ff=EXAMPLE["d_ff"], y=EXAMPLE["y"], w_ici=_V5P.ici_bytes_per_second,
                 m_x=2), True, "X collectives over 2 mesh axes")
     yield dict(d_model=m.d_model, d_ff=m.d_ff, y=1, w_ici=w, m_x=1), False, "edge case: Y = 1, one mesh axis"
-    for d, f, _ in model_shapes(rng, 5):
-        mesh_args, _, w = _mesh(rng)
+    for i, (d, f, _) in enumerate(model_shapes(rng, 5)):
+        mesh_args, _, w = _mesh(rng, "x" if i == 0 else "")
         yield dict(d_model=d, d_ff=f, y=mesh_args["y"], w_ici=w, m_x=mesh_args["m_x"]), False, ""
 
 
@@ -83,8 +84,8 @@ def _tp_args(cfg, rng):
     yield dict(tokens=16 * 4096, d_model=EXAMPLE["d_model"], x=EXAMPLE["x"], w_ici=w, m_y=1), True, ""
     yield (dict(tokens=16 * 4096, d_model=EXAMPLE["d_model"], x=EXAMPLE["x"], w_ici=_V5P.ici_bytes_per_second,
                 m_y=2), True, "Y collectives over 2 mesh axes")
-    for d, _, _ in model_shapes(rng, 5):
-        mesh_args, _, w = _mesh(rng)
+    for i, (d, _, _) in enumerate(model_shapes(rng, 5)):
+        mesh_args, _, w = _mesh(rng, "y" if i == 0 else "")
         yield (dict(tokens=rng.randint(1, 2**22), d_model=d, x=mesh_args["x"], w_ici=w,
                     m_y=mesh_args["m_y"]), False, "")
 
@@ -118,7 +119,7 @@ def _min_batch_args(cfg, rng):
     yield tie, False, "edge case: math and TP comms grow equally"
     yield {**tie, "overlap": False}, False, "edge case: math and TP comms grow equally, summed"
     for i, (d, f, _) in enumerate(model_shapes(rng, 8)):
-        mesh_args, c, w = _mesh(rng)
+        mesh_args, c, w = _mesh(rng, {0: "x", 1: "y"}.get(i, ""))
         yield (dict(d_model=d, d_ff=f, **{k: mesh_args[k] for k in ("x", "y")}, flops_per_second=c,
                     w_ici=w, m_x=mesh_args["m_x"], m_y=mesh_args["m_y"], overlap=i % 2 == 0), False, "")
 
