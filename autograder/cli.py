@@ -13,7 +13,8 @@ from rich.text import Text
 from rich.table import Table
 
 from shardlab.autograder.sandbox import untrusted
-from shardlab.autograder.core.errors import ShardlabError
+from shardlab.autograder.core.errors import (EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_REFUSED, CheckFailed,
+                                              ShardlabError)
 from shardlab.autograder.core.results import points_text
 from shardlab.reference.config import SCAFFOLDINGS
 
@@ -33,9 +34,9 @@ def _config(path, graded=()):
 
 def _load(path):
     from shardlab.reference.config import load_config
-    from shardlab.autograder.questions import check_points_config
+    from shardlab.autograder.questions import plan
     cfg = load_config(path)
-    check_points_config(cfg)
+    plan(cfg)        # points, parts and the question selection, derived once (a bad one: one line, now)
     return cfg
 
 
@@ -64,7 +65,24 @@ def score_table(reports) -> Table:
     return table
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _print_version(ctx, _param, value) -> None:
+    """`--version`: the grader's version (`results.grader_version`: with the git commit in a checkout)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from shardlab.autograder.core.results import grader_version
+    click.echo(f"shardlab {grader_version()}")
+    ctx.exit()
+
+
+def _exit_statuses() -> str:
+    """The epilog of `shardlab --help`: what each exit status means (`errors.EXIT_STATUSES`)."""
+    from shardlab.autograder.core.errors import EXIT_STATUSES
+    return "\b\nExit statuses:\n" + "\n".join(f"  {code:>3}  {meaning}" for code, meaning in EXIT_STATUSES.items())
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=_exit_statuses())
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Print shardlab's version and exit.")
 def cli():
     """shardlab: memory, FSDP, 4D parallelism, DDP buckets and pipelines, with an autograder."""
 
@@ -144,7 +162,7 @@ def grade(paths, as_json, jobs, out_dir, resume, verbose, timelines_dir, export_
     if as_json:
         for report, _ in notes:
             click.echo(json.dumps(report))
-        return
+        return _graded_status(reports)
     for r, (_, lines) in zip(reports, notes):
         if r.no_submission:         # nothing graded: the one sentence, once, not once per part
             console.print(f"[yellow]{untrusted.rich(Path(r.submission).name)}[/]: 0 points: "
@@ -163,6 +181,16 @@ def grade(paths, as_json, jobs, out_dir, resume, verbose, timelines_dir, export_
         for line in lines:
             console.print(f"{untrusted.rich(Path(r.submission).name)} {untrusted.rich(line)}", highlight=False)
     console.print(score_table(reports))
+    return _graded_status(reports)
+
+
+def _graded_status(reports) -> int:
+    """`shardlab grade`'s exit status for what it graded (`errors.EXIT_STATUSES`): an internal
+    error of the grader's in any part first (regrade it), then an upload refused for what it
+    holds (its 0 and sentence printed), else 0."""
+    if any(r.internal_errors for r in reports):
+        return EXIT_INTERNAL
+    return EXIT_REFUSED if any(r.no_submission for r in reports) else EXIT_OK
 
 
 def _draw_report_timelines(paths, reports, folder) -> list[tuple[dict, list[str]]]:
@@ -274,7 +302,7 @@ def _grade_export(export_path, out: Path, config_path, jobs, resume, as_json, ve
                 if roster and cfg.gradescope.student_id_field == "id" else None)
     if resume:
         check_roster_resumable(out, roster_map)
-    if cfg.secret and roster is None and cfg.gradescope.student_id_field == "email":
+    if cfg.course.secret and roster is None and cfg.gradescope.student_id_field == "email":
         click.echo(f"note: no --roster, so each submitter's {cfg.gradescope.student_id_field} is their student "
                    "id, as on Gradescope when the autograder zip ships no roster", err=True)
     with open_export(export_path, out) as export:
@@ -341,7 +369,7 @@ def answers(config_path, as_json, student_id):
     cfg, _ = _config(config_path)
     if student_id is not None:
         from shardlab.autograder.engine.variants import check_student_id, variant_config
-        if not cfg.secret:
+        if not cfg.course.secret:
             raise ShardlabError("--student needs per-student variants, and variants need [course].secret "
                                 "in the course config")
         student_id = check_student_id(student_id, "--student")
@@ -410,6 +438,11 @@ def _build_all(cfg, config_path, out: Path, roster=None) -> None:
         if q.module in found:
             click.echo(f"warning: question {q.number} ({q.title}) is degenerate on this course: "
                        f"{found[q.module]}; the handout and solutions say so", err=True)
+    # an own question read a course setting by its earlier name: it still works; say once what it is now
+    from shardlab.reference.config.renamed import used
+    for old, new in used().items():
+        click.echo(f"warning: {old} is the earlier name of {new}: it still works; rename it in your "
+                   "question (docs/config.md)", err=True)
 
 
 @cli.command()
@@ -427,7 +460,7 @@ def stubs(only_check, scaffolding, out_dir):
     if only_check:
         stale = stale_stubs(target, scaffolding)
         if stale:
-            raise ShardlabError(f"stubs out of date: {', '.join(stale)} (run `shardlab stubs`)")
+            raise CheckFailed(f"stubs out of date: {', '.join(stale)} (run `shardlab stubs`)")
         console.print("stubs are up to date")
         return
     for path in write_stubs(target, scaffolding):
@@ -458,7 +491,7 @@ def _run_check(cfg, jobs: int = 2) -> bool:
 def check(config_path, jobs):
     """Solutions full marks, stubs zero, known-bad submissions as declared."""
     if not _run_check(_config(config_path)[0], jobs):
-        raise ShardlabError("self-check failed: see the table above")
+        raise CheckFailed("self-check failed: see the table above")
 
 
 @cli.command()
@@ -573,22 +606,25 @@ def grading_service_command():
 
 
 def main() -> None:
+    """The command, its exit status one of `errors.EXIT_STATUSES` (a command's own `sys.exit`,
+    `grade`'s status for what it graded, passes through)."""
     try:
-        cli.main(standalone_mode=False)
+        status = cli.main(standalone_mode=False)
     except click.exceptions.Abort:
-        sys.exit(130)
-    except click.ClickException as exc:
+        sys.exit(EXIT_INTERRUPTED)
+    except click.ClickException as exc:     # a usage error: click's own status, 2
         exc.show()
         sys.exit(exc.exit_code)
     except ShardlabError as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
+        sys.exit(exc.exit_status)
     except Exception as exc:  # a bug in shardlab itself: one line unless debugging
         if os.environ.get("SHARDLAB_DEBUG"):
             raise
         click.echo(f"internal error: {type(exc).__name__}: {exc} (set SHARDLAB_DEBUG=1 for a traceback)",
                    err=True)
-        sys.exit(3)
+        sys.exit(EXIT_INTERNAL)
+    sys.exit(status if isinstance(status, int) else EXIT_OK)
 
 
 if __name__ == "__main__":

@@ -140,8 +140,8 @@ def zero_bytes_per_device(num_params: int, stage: int, n_dp: int) -> float:
 def worked(cfg) -> dict[str, Worked]:
     """The answers to parts (a) and (b) for the course config, with derivations."""
     m = cfg.model
-    d, f, layers, t = m.d_model, m.d_ff, m.num_blocks, cfg.tokens_per_device
-    gpu, tpu = cfg.gpu, cfg.fsdp_device
+    d, f, layers, t = m.d_model, m.d_ff, m.num_blocks, cfg.memory.tokens_per_device
+    gpu, tpu = cfg.memory.gpu, cfg.memory.fsdp_device
     p = param_count(d, f, layers)
     state = training_state_bytes(p)
     act = activation_bytes(d, f, layers, t)
@@ -155,12 +155,12 @@ def worked(cfg) -> dict[str, Worked]:
         "activations": Worked("activations saved for backward (BF16)", "L · T · (D + F) · 2",
                               f"{n(layers)} · {n(t)} · ({n(d)} + {n(f)}) · 2", act, gb(act)),
         "total": Worked("total", "16 · P + activations", f"{n(state)} + {n(act)}", total, gb(total)),
-        "gpus_state": Worked(f"{gpu.name}s for the training state",
+        "gpus_state": Worked(f"{gpu.name} devices for the training state",
                              f"ceil(16P / {gpu.capacity_gb:g} GB)",
                              f"ceil({n(state)} / {n(gpu.capacity_bytes)})",
                              devices_needed(state, gpu.capacity_bytes),
                              f"{devices_needed(state, gpu.capacity_bytes)} × {gpu.name}"),
-        "gpus_total": Worked(f"{gpu.name}s for state and activations",
+        "gpus_total": Worked(f"{gpu.name} devices for state and activations",
                              f"ceil((16P + act) / {gpu.capacity_gb:g} GB)",
                              f"ceil({n(total)} / {n(gpu.capacity_bytes)})",
                              devices_needed(total, gpu.capacity_bytes),
@@ -188,7 +188,7 @@ def worked(cfg) -> dict[str, Worked]:
 def _realism_notes(cfg, p: int, state: int, act: int, n_fsdp: int | None) -> dict[str, Worked]:
     """What (a) and (b) leave out on purpose, with the realistic figure beside the graded
     one (keys "note_...": the solutions print them, answers.toml does not ask for them)."""
-    m, tpu = cfg.model, cfg.fsdp_device
+    m, tpu = cfg.model, cfg.memory.fsdp_device
     d, f, layers = m.d_model, m.d_ff, m.num_blocks
     casts = weight_cast_bytes(d, f, layers)
     buffers = fsdp_buffer_bytes(d, f)
@@ -206,6 +206,10 @@ def _realism_notes(cfg, p: int, state: int, act: int, n_fsdp: int | None) -> dic
         out["note_fsdp_headroom"] = Worked(
             f"headroom one {tpu.name} keeps at N = {n_fsdp}", "capacity − ((16P + act/2) / N + act/2)",
             f"{n(cap)} − (({n(state)} + {n(act // 2)}) / {n_fsdp} + {n(act // 2)})", headroom, gb(headroom))
+        layers = headroom / (2 * d * f)      # how many one-layer BF16 buffers that headroom holds: the
+        out["note_fsdp_headroom_layers"] = Worked(   # handout's sentence on it depends on it (memory.md.j2)
+            f"one-layer BF16 buffers the headroom at N = {n_fsdp} holds", "headroom / (2 · D · F)",
+            f"{n(headroom)} / (2 · {n(d)} · {n(f)})", layers, f"{layers:.2f} layers")
     out.update(_transformer_note(cfg, act))
     if n_fsdp is not None:      # 1 (b)'s hand-grading notes: the tokens read as the global batch
         n_global = min_fsdp_degree_global_batch(state, act, cap)

@@ -170,3 +170,64 @@ def test_each_bucket_starts_as_soon_as_it_is_complete():
         "finish_gradient_synchronization()" in checks.DDP_OVERLAP.problem(expected, [_overlap(last_in_finish)])
     # all-reduces that follow no layout are Task 4.6's: here only one must start, async, during backward
     assert checks.DDP_OVERLAP.problem(expected, [_overlap([[260, 4, True, False], [240, 5, True, False]])]) is None
+
+
+# ---- Task 2.7 step by step, 2.8 unit by unit (issue 43) ---------------------------------------------
+
+def test_fsdp_shards_are_judged_by_their_gradients_and_a_trainable_frozen_shard_is_named():
+    from shardlab.autograder.kit.checks import fsdp
+    # two units of 3 and 1 elements per rank; a frozen layer whose shard would hold 2
+    expected = {"state": {"w": [1.0]}, "shards": [[[[0.5, 0.25, 0.0], [1.0]]]], "frozen": {"fc2.weight": 2}}
+
+    def rank(*shards):
+        return {"state": {"w": [1.0]}, "grads": [[{"numel": len(g), "grad": g} for g in shards]]}
+    right = rank([1.0], [0.5, 0.25, 0.0])              # in another order: paired by size
+    assert fsdp.FSDP_TRAINS_LIKE_ONE_PROCESS.problem(expected, [right]) is None
+    assert fsdp.FSDP_TRAINS_LIKE_ONE_PROCESS.problem(expected, [rank([1.0, 0.5, 0.0], [2.0])]) == (
+        "step 1: your synchronized gradients are 2x the expected ones (each shard's .grad after "
+        "finish_gradient_synchronization())")
+    why = fsdp.FSDP_TRAINS_LIKE_ONE_PROCESS.problem(expected, [rank([0.5, 0.25, 0.0], [1.0], [0.1, 0.2])])
+    assert why.startswith("step 1: rank 0: a trainable shard of 2 elements, the size of frozen 'fc2.weight''s shard")
+    # another layout (weight and bias apart): 2.9's to judge, only the final weights here
+    assert fsdp.FSDP_TRAINS_LIKE_ONE_PROCESS.problem(expected, [rank([0.5, 0.25], [1.0])]) is None
+
+
+def test_a_shard_over_its_units_share_fails_storage_even_within_the_total():
+    from shardlab.autograder.kit.checks import fsdp
+    expected = {"budget": 169, "units": 1, "shares": [35, 20, 8]}
+    steps = [[["all_gather_single", "forward", 0, True, 1]]]
+    value = {"stored": 128, "steps": steps, "grads": [[{"numel": n, "grad": None} for n in (40, 24, 8)]]}
+    assert fsdp.FSDP_STORAGE.problem(expected, [value]).startswith(
+        "rank 0: a shard of 40 elements where a unit's share is at most 35")
+    value["grads"] = [[{"numel": n, "grad": None} for n in (35, 20, 8)]]
+    assert fsdp.FSDP_STORAGE.problem(expected, [value]) is None
+
+
+def test_the_kits_async_results_reach_the_tensor_only_when_waited_for():
+    """The kit's ranks (hold_results) settle the race a grading settles: a result read before its
+    wait() is the tensor as it was, every time, and is_completed() waits."""
+    import torch
+    from shardlab.autograder.kit.tracing import Tracer
+
+    class Done:                          # a collective already complete when it returns
+        def wait(self, *args, **kwargs):
+            return True
+
+    def all_reduce(tensor, op=None, group=None, async_op=False):
+        tensor.add_(1.0)
+        return Done()
+    for hold, before in ((True, [0.0, 0.0]), (False, [1.0, 1.0])):
+        traced = Tracer(hold_results=hold)._wrap("all_reduce", all_reduce)
+        t = torch.zeros(2)
+        work = traced(t, async_op=True)
+        assert t.tolist() == before
+        assert work.is_completed() and t.tolist() == [1.0, 1.0]
+        work.wait()
+        assert t.tolist() == [1.0, 1.0]          # written once
+
+
+def test_gradients_a_hair_off_are_not_said_as_a_factor_of_one():
+    # found by the mutation sweep: grad_x scaled by 1.0001 fitted c = 1.0001, said "1x"
+    hair = [{"w": [0.5 * 1.0009, -0.25 * 1.0009]}, {"w": [0.1, 0.2]}]
+    why = checks.DDP_TRAINS_LIKE_ONE_PROCESS.problem(ONE_PROCESS, [_trained(hair)] * 3)
+    assert why.startswith("step 1: rank 0's 'w'.grad after finish_gradient_synchronization() differs"), why

@@ -46,10 +46,12 @@ def test_batch_writes_gradebook_results_and_feedback_and_resumes(tmp_path):
     finally:
         service.close()
     assert once["status"] == "ok" and not once.get("retry") and once["no_submission"] == NO_ASSIGNMENTS
+    assert once["refused"]                              # exit 4: a 0 for what it holds, scored as on Gradescope
     assert rows["alice"]["status"] == "ok" and float(rows["alice"]["total"]) >= float(rows["alice"]["max_score"])
     assert rows["alice"]["1.3"] == "2" and rows["bob"]["1.3"] == "0"
     assert rows["bob"]["status"] == "ok" and rows["bob"]["total"] == "0"
     assert rows["carol"]["status"] == "error" and "neither a folder nor a zip" in rows["carol"]["error"]
+    assert rows["carol"]["total"] == ""                 # the instructor's wrong path (exit 2): never a 0
     report = json.loads((out / "results" / "alice.json").read_text())
     assert report["score"] >= report["max_score"] > 0
     assert "**Score:" in (out / "feedback" / "alice.md").read_text()

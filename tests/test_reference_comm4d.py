@@ -200,7 +200,7 @@ def test_every_3_5_case_is_a_mesh_its_chip_holds(cfg):
     part, cases = _cases_35(cfg)
     for case in cases:
         a = case.calls[0].args
-        assert a["m_x"] + a["m_y"] <= _chip_axes(a["flops_per_second"], a["w_ici"], cfg.mesh.device), case
+        assert a["m_x"] + a["m_y"] <= _chip_axes(a["flops_per_second"], a["w_ici"], cfg.comm4d.device), case
 
 
 def test_the_random_meshes_fit_their_chips():

@@ -251,7 +251,7 @@ def rank_main() -> None:
                                 world_size=spec["world_size"],
                                 timeout=timedelta(seconds=spec["collective_seconds"]))
         send("at", None)
-        tracer = Tracer(status=lambda label: send("at", label))
+        tracer = Tracer(status=lambda label: send("at", label), hold_results=True)
         tracer.install()
     except BaseException as exc:  # noqa: BLE001 - the launcher reports it
         send("error", {"error": f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS], "collectives": 0})

@@ -26,13 +26,15 @@ Every record carries `grader_version` (`results.grader_version`: the
 grader's version and git commit), error records included, and the gradebook
 has a column for it and for `autograder_zip_sha256` (set only by a grading
 inside the otter zip), so a regrade after a fix can be told from the grading
-it replaces. A record whose submission the grader refused as not gradable
-(exit status 2: a file that is no zip, a link, too big) has `refused: true`;
-`gradescope_export` scores those 0, as Gradescope did. An upload with no
-assignments/ folder (a notebook alone, the kit zipped too deep, two kits) is
-no error: its child exits 0 with a report of 0 points whose `no_submission`
-sentence says what was expected (`grading.unsubmitted_report`), an "ok" row,
-never retried.
+it replaces. An upload refused for what it holds (no assignments/ folder, an
+unreadable zip, a link, too big: `errors.SubmissionRefused`) is no error:
+its child exits with status 4 and a report of 0 points whose `no_submission`
+sentence says why (`grading.unsubmitted_report`), an "ok" row with `refused:
+true`, never retried; `gradescope_export` scores it 0, as Gradescope did. A
+grader-side failure is never a 0: a child that exits with a usage or config
+error (2: a file that is neither a folder nor a zip, a course the child
+cannot read), an internal error (3) or no report at all is an error row with
+its reason, no score, to regrade (retried once unless it was status 2).
 
 A re-grade into a folder holding a batch never shrinks its gradebook: it
 merges into it (same course) or refuses, and says which (`batch_folder`).
@@ -64,7 +66,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from shardlab.autograder.core import content
-from shardlab.autograder.core.errors import ShardlabError
+from shardlab.autograder.core.errors import EXIT_INTERNAL, EXIT_OK, EXIT_REFUSED, EXIT_USAGE, ShardlabError
 from shardlab.autograder.core.results import course_shown, course_stamp, grader_version, points_text
 from shardlab.autograder.platforms.batch_folder import BATCH_FILE, earlier_batch
 from shardlab.autograder.platforms.grading_service import GradingService, ServiceError
@@ -99,7 +101,7 @@ def grade_timeout(config_path: str | None) -> float:
     """Seconds batch waits for one child grader: the course's budget plus GRADE_MARGIN_SECONDS."""
     from shardlab.reference.config import default_value, load_config
     try:
-        budget = load_config(config_path).budget_seconds
+        budget = load_config(config_path).grading.budget_seconds
     except ShardlabError:       # the child says what is wrong with the course, in its one line
         budget = default_value("grading", "budget_seconds")
     return budget + GRADE_MARGIN_SECONDS
@@ -124,17 +126,23 @@ def grade_supervised(path: str, config_path: str | None, service: GradingService
     if reply.get("timeout"):
         return {"status": "error", "error": f"grading took longer than {timeout:g} s", "retry": True}
     code, stdout, stderr = reply.get("returncode"), str(reply.get("stdout", "")), str(reply.get("stderr", ""))
-    if code == 0:
+    # a report was printed: graded (0), refused for what the upload holds (4: its 0 and sentence),
+    # or graded with parts the grader failed on (3: flagged in `internal_errors`, to regrade)
+    if code in (EXIT_OK, EXIT_REFUSED, EXIT_INTERNAL):
         try:
             report = json.loads(stdout.strip().splitlines()[-1])
-            report["status"] = "ok"
-            return report
         except (ValueError, IndexError):
-            pass
+            report = None
+        if isinstance(report, dict) and "questions" in report:
+            report["status"] = "ok"
+            if code == EXIT_REFUSED:
+                report["refused"] = True
+            return report
     err = (stderr.strip().splitlines() or ["no output"])[-1]
-    refused = code == 2      # bad input (not a submission): retrying cannot help
+    # never a 0: a usage or config error (2) is the instructor's, the same again if retried; anything
+    # else (an internal error, a grader killed) is the grader's, tried once more
     return {"status": "error", "error": f"the grader exited with status {code}: {err[:300]}",
-            "retry": not refused, "refused": refused}
+            "retry": code != EXIT_USAGE}
 
 
 class ServicePool:
@@ -470,7 +478,7 @@ def write_written_answers(folder: Path, results: dict[str, dict], cfg=None) -> l
         for name in sorted(results):
             answer = (results[name].get("written") or {}).get(part.id)
             lines += [f"## {name}", ""]
-            if cfg is not None and cfg.secret:
+            if cfg is not None and cfg.course.secret:
                 lines += [_variant_numbers(cfg, results[name], numbers[part.module], keys), ""]
             lines += [_fenced(answer) if answer else "_no answer_", ""]
         path = folder / f"{part.id}.md"

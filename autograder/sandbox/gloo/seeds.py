@@ -10,13 +10,15 @@ other ranks' data reaches it only through collectives, which the trusted
 processes perform and record. The grader computes the expected values with
 the same keyed seed.
 
-The key is drawn, once per grading process, at random from the machine's
-pool of POOL_SIZE keys (made once, mode 0600, in the grader's cache folder,
-so cached reference runs stay valid; `shardlab warm` fills the cache for
-every key of the pool, so a grading's own cost does not grow with it). On a
-Gradescope image every submission is a new process and so draws afresh: the
-data one submission printed is that of the next only with probability
-1/POOL_SIZE (docs/trust.md, "Data seeds"). SHARDLAB_DATA_SEED_KEY, when set,
+The key is one of the machine's pool of POOL_SIZE keys (made once, mode
+0600, in the grader's cache folder, so cached reference runs stay valid;
+`shardlab warm` fills the cache for every key of the pool, so a grading's
+own cost does not grow with it). A grading picks it by the contents of the
+submission's code (`submission_key`, keyed with the pool's first key): the
+same files get the same data, so the same grade and feedback, in every
+grading process, and a changed submission's data is the earlier one's only
+with probability 1/POOL_SIZE (docs/trust.md, "Data seeds"). A process with
+no submission to key by draws one key at random, once. SHARDLAB_DATA_SEED_KEY, when set,
 is the one key instead (SHARDLAB_GRADING_SECRET, its earlier name, is still
 read). None of them is the course's `[course] secret`, which keys
 per-student variants and answer sheets.
@@ -38,7 +40,7 @@ import secrets
 from functools import lru_cache
 from pathlib import Path
 
-from shardlab.reference.cache import cache_dir
+from shardlab.reference.cache import cache_dir, private_bytes, usable_folder
 
 
 _PUBLIC = contextvars.ContextVar("shardlab_public_seeds", default=False)
@@ -58,35 +60,24 @@ def _pool_file() -> Path:
 @lru_cache(maxsize=1)
 def data_seed_pool() -> tuple[bytes, ...]:
     """Every key a grading may draw: the environment's one key, else this machine's pool
-    (POOL_SIZE random keys, one per line, written once; the first writer wins a race)."""
+    (POOL_SIZE random keys, one per line, written once, 0600, the grader's alone:
+    `cache.private_bytes` makes it anew if anyone else could have read it); where the cache folder
+    cannot be used (`cache.usable_folder`), a pool of this process's own."""
     for name in ("SHARDLAB_DATA_SEED_KEY", "SHARDLAB_GRADING_SECRET"):
         if os.environ.get(name):
             return (os.environ[name].encode(),)
-    path = _pool_file()
-    try:
-        return _read_pool(path)
-    except FileNotFoundError:
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        size = max(1, int(os.environ.get(POOL_SIZE_ENV) or POOL_SIZE))
-        f.write(b"".join(os.urandom(32).hex().encode() + b"\n" for _ in range(size)))
-    try:
-        os.link(tmp, path)             # first writer wins; a racing grader reads the winner's
-    except FileExistsError:
-        pass
-    finally:
-        tmp.unlink()
-    return _read_pool(path)
+    if not usable_folder(cache_dir()):
+        return _parse_pool(_new_pool())
+    return _parse_pool(private_bytes(_pool_file(), _new_pool))
 
 
-def _read_pool(path: Path) -> tuple[bytes, ...]:
-    keys = tuple(line.strip() for line in path.read_bytes().splitlines() if line.strip())
-    if not keys:
-        raise FileNotFoundError(path)       # an empty file (a crash while writing it): make a new pool
-    return keys
+def _new_pool() -> bytes:
+    size = max(1, int(os.environ.get(POOL_SIZE_ENV) or POOL_SIZE))
+    return b"".join(os.urandom(32).hex().encode() + b"\n" for _ in range(size))
+
+
+def _parse_pool(data: bytes) -> tuple[bytes, ...]:
+    return tuple(line.strip() for line in data.splitlines() if line.strip())
 
 
 @lru_cache(maxsize=1)
@@ -119,6 +110,33 @@ def pool_key(index: int):
         yield
     finally:
         _CHOSEN.reset(token)
+
+
+def submission_key(root: Path) -> int:
+    """The pool key a grading of the submission at `root` uses: chosen by its code's contents
+    (every file under assignments/, by relative path and bytes), keyed with the pool's first key, so the
+    same files get the same data, and the same grade and feedback, in every grading process,
+    while no student can tell which key their files pick (docs/trust.md, "Data seeds")."""
+    pool = data_seed_pool()
+    if len(pool) == 1:
+        return 0
+    digest = hmac.new(pool[0], b"submission", hashlib.sha256)
+    code = Path(root) / "assignments"
+    for path in sorted(p for p in code.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(str(path.relative_to(code)).encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return int.from_bytes(digest.digest()[:8], "big") % len(pool)
+
+
+@contextlib.contextmanager
+def submission_pool_key(root: Path):
+    """Within: the runs use the key the submission's files pick (`submission_key`), unless a
+    key was already chosen (`pool_key`: `shardlab warm`, a test) or the seeds are public."""
+    if _CHOSEN.get() is not None or _PUBLIC.get():
+        yield
+        return
+    with pool_key(submission_key(root)):
+        yield
 
 
 def data_seed(seed: int) -> int:
