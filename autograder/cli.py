@@ -34,9 +34,9 @@ def _config(path, graded=()):
 
 def _load(path):
     from shardlab.reference.config import load_config
-    from shardlab.autograder.questions import check_points_config
+    from shardlab.autograder.questions import plan
     cfg = load_config(path)
-    check_points_config(cfg)
+    plan(cfg)        # points, parts and the question selection, derived once (a bad one: one line, now)
     return cfg
 
 
@@ -302,7 +302,7 @@ def _grade_export(export_path, out: Path, config_path, jobs, resume, as_json, ve
                 if roster and cfg.gradescope.student_id_field == "id" else None)
     if resume:
         check_roster_resumable(out, roster_map)
-    if cfg.secret and roster is None and cfg.gradescope.student_id_field == "email":
+    if cfg.course.secret and roster is None and cfg.gradescope.student_id_field == "email":
         click.echo(f"note: no --roster, so each submitter's {cfg.gradescope.student_id_field} is their student "
                    "id, as on Gradescope when the autograder zip ships no roster", err=True)
     with open_export(export_path, out) as export:
@@ -369,7 +369,7 @@ def answers(config_path, as_json, student_id):
     cfg, _ = _config(config_path)
     if student_id is not None:
         from shardlab.autograder.engine.variants import check_student_id, variant_config
-        if not cfg.secret:
+        if not cfg.course.secret:
             raise ShardlabError("--student needs per-student variants, and variants need [course].secret "
                                 "in the course config")
         student_id = check_student_id(student_id, "--student")
@@ -438,6 +438,11 @@ def _build_all(cfg, config_path, out: Path, roster=None) -> None:
         if q.module in found:
             click.echo(f"warning: question {q.number} ({q.title}) is degenerate on this course: "
                        f"{found[q.module]}; the handout and solutions say so", err=True)
+    # an own question read a course setting by its earlier name: it still works; say once what it is now
+    from shardlab.reference.config.renamed import used
+    for old, new in used().items():
+        click.echo(f"warning: {old} is the earlier name of {new}: it still works; rename it in your "
+                   "question (docs/config.md)", err=True)
 
 
 @cli.command()

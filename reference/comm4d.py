@@ -142,7 +142,7 @@ def _thresholds(d: int, f: int, mesh, overlap: bool) -> dict[str, Worked]:
 
 def worked(cfg) -> dict[str, Worked]:
     """The answers for the course mesh, in both conventions, with derivations."""
-    m, mesh = cfg.model, cfg.mesh
+    m, mesh = cfg.model, cfg.comm4d
     d, f, x, y, mx, my, nn = m.d_model, m.d_ff, mesh.x, mesh.y, mesh.m_x, mesh.m_y, mesh.n
     c, w = mesh.device.flops_per_second, mesh.device.ici_bytes_per_second
     per_token = block_seconds(1, d, f, mesh)

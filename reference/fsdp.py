@@ -89,7 +89,7 @@ def worked(cfg) -> dict[str, Worked]:
     }
     # the role comes from the config key ([fsdp] intra_network / inter_network), never from the network's
     # name, which is only a label (docs/instructor-guide.md)
-    for key, net, p in (("intra", f.intra, f.intra_devices), ("inter", f.inter, f.inter_devices)):
+    for key, net, p in (("intra", f.intra_network, f.intra_devices), ("inter", f.inter_network, f.inter_devices)):
         ag = allgather_seconds(unit * b, p, net.alpha, net.beta)
         bound = is_communication_bound(t, unit, p, net.alpha, net.beta, c, b)
         tokens = min_tokens_to_hide_allgather(unit, p, net.alpha, net.beta, c, b)

@@ -116,8 +116,8 @@ def zero_bytes_per_device(num_params: int, stage: int, n_dp: int) -> float:
 def worked(cfg) -> dict[str, Worked]:
     """The answers to parts (a) and (b) for the course config, with derivations."""
     m = cfg.model
-    d, f, layers, t = m.d_model, m.d_ff, m.num_blocks, cfg.tokens_per_device
-    gpu, tpu = cfg.gpu, cfg.fsdp_device
+    d, f, layers, t = m.d_model, m.d_ff, m.num_blocks, cfg.memory.tokens_per_device
+    gpu, tpu = cfg.memory.gpu, cfg.memory.fsdp_device
     p = param_count(d, f, layers)
     state = training_state_bytes(p)
     act = activation_bytes(d, f, layers, t)
@@ -164,7 +164,7 @@ def worked(cfg) -> dict[str, Worked]:
 def _realism_notes(cfg, p: int, state: int, act: int, n_fsdp: int | None) -> dict[str, Worked]:
     """What (a) and (b) leave out on purpose, with the realistic figure beside the graded
     one (keys "note_...": the solutions print them, answers.toml does not ask for them)."""
-    m, tpu = cfg.model, cfg.fsdp_device
+    m, tpu = cfg.model, cfg.memory.fsdp_device
     d, f, layers = m.d_model, m.d_ff, m.num_blocks
     casts = weight_cast_bytes(d, f, layers)
     buffers = fsdp_buffer_bytes(d, f)

@@ -14,7 +14,7 @@ import pytest
 
 from shardlab.autograder.publish.render import render_markdown
 from shardlab.autograder.questions import answer_key, degeneracies
-from shardlab.reference.config import load_config
+from shardlab.reference.config import load_config, replaced
 from shardlab.reference.specs import Hardware, ModelConfig
 
 pytestmark = pytest.mark.pure
@@ -163,8 +163,7 @@ def test_a_target_no_number_of_microbatches_meets(cfg):
     # not a course a TOML can set ([pipeline].target_bubble_percent must be positive), but a config
     # made in code can: for p > 1 the fraction (p − 1)/(m + p − 1) is positive at every m, so a
     # target of 0 % is met by none (min_microbatches is None)
-    course = dataclasses.replace(cfg, questions=("pipeline",),
-                                 pipeline=dataclasses.replace(cfg.pipeline, target_bubble_percent=0))
+    course = replaced(cfg, {"course.questions": ("pipeline",), "pipeline.target_bubble_percent": 0})
     assert degeneracies(course) == {"pipeline": "5 (e): no number of micro-batches brings the bubble "
                                                 "fraction to at most 0 %"}
     handout, solutions = render_markdown(course, solutions=False), render_markdown(course, solutions=True)
@@ -178,8 +177,9 @@ def test_the_other_overlap_convention_without_a_batch_is_said_in_words(cfg):
     # F·W_ici·M_Y = 1.6e15 = Y·C exactly, so the TP comms hide when overlapped (>=) and never when
     # summed (F·W_ici·M_Y − Y·C = 0 leaves no batch).
     chip = Hardware("tie chip", capacity_bytes=16 * 10**9, flops_per_second=4e14, ici_bytes_per_second=1e11)
-    course = dataclasses.replace(cfg, questions=("comm4d",), model=ModelConfig("tie", 4096, 16_000, 126),
-                                 mesh=dataclasses.replace(cfg.mesh, device=chip, x=16, y=4, m_x=2, m_y=1))
+    course = replaced(dataclasses.replace(cfg, model=ModelConfig("tie", 4096, 16_000, 126)),
+                      {"course.questions": ("comm4d",), "comm4d.device": chip, "comm4d.x": 16, "comm4d.y": 4,
+                       "comm4d.m_x": 2, "comm4d.m_y": 1})
     assert degeneracies(course) == {}
     solutions = render_markdown(course, solutions=True)
     assert "In the other convention (comms summed): no batch is large enough" in solutions

@@ -28,7 +28,7 @@ def course(request, cfg):
 def test_the_readme_names_every_question(course):
     readme = kit_readme(course, {})
     title, _, intro = readme.splitlines()[:3]
-    assert title == f"# {course.assignment_name} — starter kit"
+    assert title == f"# {course.course.assignment} — starter kit"
     qs = questions(course)
     assert [q.number for q in qs] == ([1, 2, 3, 4, 5] if course.sha256 == load_config().sha256 else [1, 4, 5])
     for q in qs:

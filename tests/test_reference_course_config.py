@@ -26,7 +26,7 @@ def test_numbers_in_bytes_and_rates_may_be_toml_floats(tmp_path):
                           "[model]\nd_model = 8192.0\n")
     assert cfg.buckets.model_bytes == 400_000_000 and isinstance(cfg.buckets.model_bytes, int)
     assert cfg.buckets.bandwidth == 25_000_000_000
-    assert cfg.buckets.call_overhead == pytest.approx(62.5e-6)
+    assert cfg.buckets.call_overhead_seconds == pytest.approx(62.5e-6)
     assert cfg.model.d_model == 8192 and isinstance(cfg.model.d_model, int)
 
 
@@ -43,7 +43,7 @@ def test_numbers_that_are_not_are_named(tmp_path, text, message):
 
 def test_h200_is_a_preset(tmp_path):
     cfg = _load(tmp_path, '[memory]\ngpu = "H200"\n')
-    assert cfg.gpu.capacity_bytes == 141 * 10**9
+    assert cfg.memory.gpu.capacity_bytes == 141 * 10**9
     # the shipped model: P = 2 · 16384 · 53248 · 126 = 219,848,638,464; 16 P = 3,517,578,215,424 bytes,
     # 24.95 H200s' worth: 25
     assert answer_key(cfg)["1"]["gpus_state"].value == 25
@@ -70,10 +70,10 @@ device = "Trillium"
 [fsdp]
 inter_network = "RoCE"
 """)
-    assert cfg.gpu.name == "A100 40GB" and cfg.gpu.capacity_bytes == 40 * 10**9
-    assert cfg.mesh.device.ici_bytes_per_second == 1.8e11 and cfg.mesh.device.ici_links == 4
-    assert (cfg.fsdp.inter.alpha, cfg.fsdp.inter.beta, cfg.fsdp.inter_devices) == (1e-5, 2.5e10, 16)
-    assert cfg.fsdp.intra.name == "intra-node" and cfg.fsdp.intra_devices == 8     # the preset's devices
+    assert cfg.memory.gpu.name == "A100 40GB" and cfg.memory.gpu.capacity_bytes == 40 * 10**9
+    assert cfg.comm4d.device.ici_bytes_per_second == 1.8e11 and cfg.comm4d.device.ici_links == 4
+    assert (cfg.fsdp.inter_network.alpha, cfg.fsdp.inter_network.beta, cfg.fsdp.inter_devices) == (1e-5, 2.5e10, 16)
+    assert cfg.fsdp.intra_network.name == "intra-node" and cfg.fsdp.intra_devices == 8     # the preset's devices
     # 16 P = 3,517,578,215,424 bytes over 40 GB devices: 87.94, so 88
     assert answer_key(cfg)["1"]["gpus_state"].value == 88
 
@@ -116,8 +116,9 @@ def test_bad_variants_are_named_when_read(tmp_path, text, message):
 
 def test_the_second_course_reads_as_written():
     cfg = load_config(A100_COURSE)
-    assert cfg.questions == ("pipeline", "memory", "buckets") and cfg.secret
-    assert (cfg.gpu.name, cfg.fsdp_device.name, cfg.pipeline.device.name) == ("A100 40GB", "TPU v5e", "A100")
+    assert cfg.course.questions == ("pipeline", "memory", "buckets") and cfg.course.secret
+    assert (cfg.memory.gpu.name, cfg.memory.fsdp_device.name, cfg.pipeline.device.name) == ("A100 40GB", "TPU v5e",
+                                                                                         "A100")
     assert cfg.buckets.bandwidth == 2.5e10 and cfg.buckets.model_bytes == 280_000_000
     assert {d.key for d in cfg.draws} == {"model.d_model", "model.ffn_ratio", "memory.tokens_per_device",
                                           "buckets.bandwidth", "pipeline.microbatches"}

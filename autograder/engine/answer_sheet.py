@@ -55,7 +55,7 @@ def _asked(key: str, cfg) -> bool:
     """Question 3 asks for B/N and B in the course's overlap convention only; no
     question asks for a realism note (a key "note_...": what a real run needs beside
     the graded answer, printed in the solutions only)."""
-    conv = "overlap" if cfg.mesh.overlap else "summed"
+    conv = "overlap" if cfg.comm4d.overlap else "summed"
     if key.startswith(("overlap_", "summed_")):
         return key in (f"{conv}_per_chip", f"{conv}_batch")
     return key not in ("whole", "x_opt") and not key.startswith("note_")
@@ -209,7 +209,7 @@ def grade_answers(root: Path, cfg, student_id: str | Submitters | None = None) -
     in answers.toml, which only chooses among a group's members. The result's
     student_id is the id graded (None when none could be), so a batch can show
     the graders that student's numbers (`batch.write_written_answers`)."""
-    if not cfg.secret:
+    if not cfg.course.secret:
         return None
     submitters = Submitters((student_id,)) if isinstance(student_id, str) else student_id
     path = root / ANSWERS_FILE
@@ -239,10 +239,10 @@ def grade_answers(root: Path, cfg, student_id: str | Submitters | None = None) -
         if student_id is None:
             why = why or ("no answers.toml in the submission" if not path.is_file()
                           else "answers.toml has no student_id")
-            parts.append(PartResult(_part_id(section), _part_title(section), 0.0, cfg.answer_points,
+            parts.append(PartResult(_part_id(section), _part_title(section), 0.0, cfg.course.answer_points,
                                     f"Not graded: {why}.", "answers"))
         else:
-            part = _grade_section(section, expected, data.get(section), cfg.answer_points)
+            part = _grade_section(section, expected, data.get(section), cfg.course.answer_points)
             part.feedback += note
             parts.append(part)
     return QuestionResult("answers", SHEET_TITLE, sum(p.score for p in parts),
@@ -253,7 +253,7 @@ def sheet_parts(cfg) -> list[tuple[str, str]]:
     """(part id, title) of every graded section of the sheet for this config
     (one otter test case each, so Gradescope shows and counts them); empty
     without a course secret."""
-    if not cfg.secret:
+    if not cfg.course.secret:
         return []
     return [(_part_id(section), _part_title(section)) for section in answer_sheet(cfg)]
 

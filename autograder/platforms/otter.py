@@ -335,7 +335,7 @@ def finalize_results(ag_dir: str | Path) -> None:
     settings (the shipped config; its defaults if unreadable) and the report.
     Nothing changes when results.json is unreadable."""
     from shardlab.autograder.core.errors import ShardlabError
-    from shardlab.reference.config import GradescopeConfig, load_config
+    from shardlab.reference.config import GradescopeSection, load_config
     ag_dir = Path(ag_dir)
     results_path = ag_dir / "results" / "results.json"
     try:
@@ -349,7 +349,7 @@ def finalize_results(ag_dir: str | Path) -> None:
     try:
         settings = load_config(ag_dir / "source" / CONFIG_FILE).gradescope
     except ShardlabError:
-        settings = GradescopeConfig()
+        settings = GradescopeSection()
     tmp = results_path.with_suffix(".tmp")
     tmp.write_text(json.dumps(gradescope_results(results, report, settings), indent=1), encoding="utf-8")
     os.replace(tmp, results_path)
@@ -425,8 +425,21 @@ def question_output(question: dict, written: dict[str, str] | None = None) -> st
         lines.append(f"{mark} {html(p['id'])} {html(p['title'])} ({points}): {html(p['feedback'])}"
                      + (f" Timeline of one traced step of your first graded run: {html(timeline)}" if timeline else ""))
         if written and written.get(p["id"]):
-            lines.append(_html.escape(block(written[p["id"]], WRITTEN_CAP), quote=False))
+            lines.append(quoted_answer(p["id"], written[p["id"]]))
     return "\n".join(lines)
+
+
+ANSWER_QUOTE = "    ┃ "      # before each line of a student's written answer: none starts like a line of the grader's
+
+
+def quoted_answer(part_id: str, answer: str) -> str:
+    """A student's answer from writeup.md as hand graders see it under its part's line: a heading saying whose
+    text it is, then every line of it quoted (ANSWER_QUOTE), so that none can pass for a line of the grader's
+    (a writeup saying "✅ 1.a (100 / 2): graded" is shown quoted, under the heading); cleaned, capped and
+    escaped for Gradescope's simple_format (`untrusted.block`)."""
+    text = block(answer, WRITTEN_CAP)
+    heading = f"    ┏ the student's answer to {_html.escape(part_id, quote=False)}, quoted from writeup.md:"
+    return "\n".join([heading] + [ANSWER_QUOTE + _html.escape(line, quote=False) for line in text.split("\n")])
 
 
 def clean_case_messages(results, report: dict | None) -> None:

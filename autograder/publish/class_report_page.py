@@ -41,6 +41,10 @@ def _axes(ax, xlabel: str, ylabel: str) -> None:
     ax.tick_params(labelsize=8)
 
 
+def _label(text: str, limit: int = 46) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def histogram(values: list[float], xlabel: str, ylabel: str, bins, color: str = COMPUTE) -> str:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(WIDTH_INCH, 2.6), dpi=DPI)
@@ -70,13 +74,14 @@ def written_plot(written: dict) -> str | None:
 
 
 def parts_plot(parts: list[dict]) -> str | None:
-    """Per part, the shares at full marks, partial and zero (worst on top), and the gap's share as a mark."""
-    rows = [p for p in parts if p["students"]][:MAX_BAR_ROWS]
+    """Per part where someone lost points, the shares at full marks, partial and zero (worst on top),
+    and the gap's share as a mark; the parts everyone got right are only in the table."""
+    rows = [p for p in parts if p["students"] and (p["losing"] or p["gap"])][:MAX_BAR_ROWS]
     if not rows:
         return None
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(WIDTH_INCH, 0.9 + 0.24 * len(rows)), dpi=DPI)
-    labels = [f"{p['part']} {p['title']}"[:38] for p in rows]
+    labels = [_label(f"{p['part']} {p['title']}") for p in rows]
     y = list(range(len(rows)))
     left = [0.0] * len(rows)
     for key, label, color in (("zero_share", "zero", EXPOSED), ("partial_share", "partial", COMM),
@@ -105,7 +110,7 @@ def misconceptions_plot(rows: list[dict]) -> str | None:
     y = list(range(len(rows)))
     bars = ax.barh(y, [r["count"] for r in rows], color=EXPOSED, height=0.7)
     ax.bar_label(bars, [f"{r['count']} ({100 * r['share']:.0f}%)" for r in rows], padding=3, fontsize=7.5)
-    ax.set_yticks(y, [f"{r['part']} {r['name']}"[:40] for r in rows], fontsize=7.5)
+    ax.set_yticks(y, [_label(f"{r['part']} {r['name']}") for r in rows], fontsize=7.5)
     ax.invert_yaxis()
     ax.margins(x=0.15)
     ax.xaxis.get_major_locator().set_params(integer=True)

@@ -277,11 +277,11 @@ def own_question_files(cfg) -> dict[str, Path]:
     file, for the course's own question folders: what grading needs of each (`course_folders.GRADER_FILES`:
     the definition, the reference, the scenario and checks), never its solution or its wrong submissions.
     A question folder outside the config's folder cannot travel with it: a one-line error."""
-    if not cfg.question_dirs:
+    if not cfg.course.question_dirs:
         return {}
     base = Path(cfg.source).resolve().parent
     out = {}
-    for folder in course_folders.question_folders(cfg.question_dirs):
+    for folder in course_folders.question_folders(cfg.course.question_dirs):
         try:
             where = folder.path.resolve().relative_to(base)
         except ValueError:
@@ -306,7 +306,7 @@ def build_autograder(cfg, config_text: str, out: Path, roster_text: str | None =
     sheet = sheet_parts(cfg)           # with a course secret: answers.toml, per student variant
     if sheet:
         files["qanswers"] = (question_file_title("answers", SHEET_TITLE),
-                             [OtterCase(part_id, title, cfg.answer_points, False) for part_id, title in sheet])
+                             [OtterCase(part_id, title, cfg.course.answer_points, False) for part_id, title in sheet])
     with tempfile.TemporaryDirectory(prefix="shardlab-otter-") as tmp:
         stage = Path(tmp)
         (stage / "tests").mkdir()
@@ -372,7 +372,7 @@ def gradescope_points(cfg) -> float:
     shardlab's max_score (every auto part but the bonus, plus the answers
     sheet with a course secret); a bonus earned shows as extra credit."""
     auto = sum(part_points(p, cfg) for q in questions(cfg) for p in q.parts if p.kind == "auto" and not p.bonus)
-    return _number(auto + cfg.answer_points * len(sheet_parts(cfg)))
+    return _number(auto + cfg.course.answer_points * len(sheet_parts(cfg)))
 
 
 def manual_outline(cfg) -> str | None:

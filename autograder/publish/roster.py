@@ -101,7 +101,7 @@ def build_roster(cfg: CourseConfig, roster: str | Path, out: Path) -> list[Path]
     """Each roster student's handout (md, html) and blank answers.toml under
     out/students/<student_id>/, which it returns; needs a course secret.
     Every student's answer key goes to out/keys/ (`write_keys`), said in one line."""
-    if not cfg.secret:
+    if not cfg.course.secret:
         raise ShardlabError("--roster needs a course secret: set [course].secret in the config "
                             "(without it anyone could compute every variant)")
     written, variants = [], []

@@ -25,7 +25,7 @@ def _mesh(rng):
 
 
 def _course(cfg):
-    mesh = cfg.mesh
+    mesh = cfg.comm4d
     return cfg.model, mesh, mesh.device.flops_per_second, mesh.device.ici_bytes_per_second
 
 
@@ -36,7 +36,7 @@ EXAMPLE = dict(d_model=8192, d_ff=32768, x=4, y=16, m_x=1, m_y=1)
 def _flops_args(cfg, rng):
     m = cfg.model
     # the course model's FLOPs give the handout's forward times (a unit's is this over 2L): hidden
-    yield (dict(tokens=cfg.tokens_per_device, d_model=m.d_model, d_ff=m.d_ff, num_blocks=m.num_blocks),
+    yield (dict(tokens=cfg.memory.tokens_per_device, d_model=m.d_model, d_ff=m.d_ff, num_blocks=m.num_blocks),
            False, "the course model")
     yield dict(tokens=5, d_model=8, d_ff=24, num_blocks=3), True, "a tiny model"
     yield dict(tokens=0, d_model=m.d_model, d_ff=m.d_ff, num_blocks=m.num_blocks), False, "edge case: no tokens"
@@ -114,7 +114,7 @@ def _min_batch_args(cfg, rng):
 
 
 def _volume_args(cfg, rng):
-    m, mesh = cfg.model, cfg.mesh
+    m, mesh = cfg.model, cfg.comm4d
     yield dict(tokens=8, d_model=8, d_ff=24, x=2, y=2), True, "a tiny model on a 2 x 2 mesh"
     if m.d_ff % mesh.y == 0:
         yield (dict(tokens=mesh.n * 256, d_model=m.d_model, d_ff=m.d_ff, x=mesh.x, y=mesh.y),
@@ -213,7 +213,7 @@ MESH_SHAPES = ((8, 8, 16), (6, 12, 12), (4, 4, 8))     # (tokens, d_model, d_ff)
 
 def _mesh_cases(cfg, rng):
     return [Case((Call(M, "comm4d_mesh_forward", dict(world_size=4, tokens=t, d_model=d, d_ff=f,
-                                                      x=2, y=2, seed=cfg.seed % 1000 + k)),),
+                                                      x=2, y=2, seed=cfg.course.seed % 1000 + k)),),
                  public=k == 0, note="a real BF16 forward on a 2 x 2 gloo mesh")
             for k, (t, d, f) in enumerate(MESH_SHAPES)]
 
