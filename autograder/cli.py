@@ -597,6 +597,56 @@ def _class_report(out: Path, threshold: float | None = None, jobs: int = 2, quie
                err=quiet)
 
 
+@cli.command()
+@click.argument("zip_path", metavar="ZIP", type=click.Path(exists=True, dir_okay=False))
+@click.argument("uploads", metavar="SUBMISSION...", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--work", "work_dir", type=click.Path(file_okay=False),
+              help="Keep the image, each run's folder and logs here (default: a temporary folder, removed).")
+@click.option("--metadata", "metadata_path", type=click.Path(exists=True, dir_okay=False),
+              help="Gradescope's submission_metadata.json for every run (default: one student, "
+                   "student@example.edu, id 1).")
+@click.option("--json", "as_json", is_flag=True, help="Print each run's results.json, one JSON object a line.")
+def replay(zip_path, uploads, work_dir, metadata_path, as_json):
+    """Run an autograder zip the way Gradescope does (root: a private /autograder) and print
+    what Gradescope would show for each SUBMISSION (a folder, or a zip as uploaded): the
+    image built from the zip's setup.sh, then the zip's run_autograder once per upload
+    (docs/gradescope.md). Exits 1 when the image build or a run fails."""
+    import shutil
+    from shardlab.autograder.publish import gradescope_replay as gs
+    gs.check_can_replay()
+    if metadata_path:
+        try:
+            metadata = json.loads(Path(metadata_path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ShardlabError(f"--metadata {metadata_path}: not a JSON file ({exc})") from None
+    else:
+        metadata = gs.gradescope_metadata([{"email": "student@example.edu", "id": 1, "name": "Student"}])
+    work = Path(work_dir).resolve() if work_dir else gs.scratch()
+    work.mkdir(parents=True, exist_ok=True)
+    failed = []
+    try:
+        built = lambda log: None if as_json else click.echo(f"image built from {zip_path} (setup.sh's log: "
+                                                            f"{work / 'build.log'})")
+        for upload, run in gs.replay_zip(Path(zip_path).resolve(), [Path(u).resolve() for u in uploads], work,
+                                         metadata, built):
+            if run.results is None:
+                failed.append(str(upload))
+                click.echo(f"{upload}: no results.json after {run.seconds:.1f} s: Gradescope would show a failed "
+                           f"autograder; the end of run_autograder's output:\n{run.log[-1500:]}", err=True)
+            elif as_json:
+                click.echo(json.dumps({"submission": str(upload), "seconds": round(run.seconds, 2),
+                                       "results": run.results}))
+            else:
+                click.echo(f"{untrusted.one_line(str(upload))} ({run.seconds:.1f} s), as Gradescope shows it:")
+                for line in gs.replay_lines(run.results):
+                    click.echo(line)
+    finally:
+        if not work_dir:
+            shutil.rmtree(work, ignore_errors=True)
+    if failed:
+        raise CheckFailed(f"{len(failed)} of {len(uploads)} runs wrote no results.json: {', '.join(failed)}")
+
+
 @cli.command("grading-service", hidden=True)
 def grading_service_command():
     """Internal: one job slot's grading service of `grade --out` (platforms.grading_service),

@@ -151,6 +151,6 @@ def load(name: str, path: Path, folder: Path) -> ModuleType:
 
 def scenario_files() -> list[tuple[str, str]]:
     """(module name, file) of every course scenario this process loaded: what the fork server imports."""
-    prefix = MODULES[1][1].format(name="")
+    prefix = dict(MODULES)["scenario.py"].format(name="")
     return [(name, str(path)) for name, path in LOADED.items() if name.startswith(prefix)]
 
