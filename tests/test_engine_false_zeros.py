@@ -39,7 +39,7 @@ from shardlab.autograder.core.results import INTERNAL_ERROR
 from shardlab.autograder.sandbox import jail
 
 from shardlab.autograder.platforms import otter as otter_runtime
-from shardlab.autograder.core.errors import ShardlabError
+from shardlab.autograder.core.errors import EXIT_INTERNAL, ShardlabError
 from shardlab.autograder.selfcheck import folder_of
 from shardlab.autograder.publish.stubs import SOLUTIONS
 from shardlab.reference import fsdp2_agreement
@@ -294,10 +294,11 @@ def test_internal_errors_reach_the_cli_the_gradebook_the_feedback_and_otter(tmp_
             raise RuntimeError("the fully_shard reference run failed")
         return expect
     broken_reference(make)
-    assert _main(monkeypatch, "grade", str(solutions)) == 0
+    # exit 3 (errors.EXIT_INTERNAL): the report is printed, and a script sees that a part needs a regrade
+    assert _main(monkeypatch, "grade", str(solutions)) == EXIT_INTERNAL
     text = " ".join(capsys.readouterr().out.split())
     assert "internal error in the grader, not your code" in text and "regrade" in text
-    assert _main(monkeypatch, "grade", str(solutions), "--json") == 0
+    assert _main(monkeypatch, "grade", str(solutions), "--json") == EXIT_INTERNAL
     report = {**json.loads(capsys.readouterr().out), "status": "ok"}
     assert [e["part"] for e in report["internal_errors"]] == [TARGET]
     row = next(iter(__import__("csv").DictReader(io.StringIO(batch.gradebook_csv({"alice": report})))))
