@@ -220,7 +220,7 @@ PARTS = (
               "2 and 3 gloo ranks from different initial weights, SGD and AdamW, 3 steps: at every step, "
               "each trainable parameter's .grad right after finish_gradient_synchronization() equals the "
               "one-process gradient of the mean loss over the whole batch, and the final weights equal "
-              "single-process full-batch training (FP32, tolerance 1e-5 + 1e-4·|x|)",
+              "single-process full-batch training (weights and gradients: FP32, tolerance 1e-5 + 1e-4·|w|)",
               misconceptions=(Misconception("sum", SUM_MSG,
                                             lambda case: _one_process(case, case.calls[0].args["world_size"])),
                               Misconception("accumulated twice", TWICE_MSG, lambda case: _one_process(case, 2))),

@@ -313,8 +313,8 @@ RUN_PARTS = (
     _run_part("2.7", "FSDP trains like one process", 4, FSDP_TRAINS_LIKE_ONE_PROCESS, _single_process,
               "2 and 3 gloo ranks, SGD and AdamW, 3 steps: at every step each shard's .grad right after "
               "finish_gradient_synchronization() is its slice of the one-process gradient of the mean loss, "
-              "and full_state_dict() equals single-process full-batch training (FP32, tolerance "
-              "1e-5 + 1e-4·|x|)",
+              "and full_state_dict() equals single-process full-batch training (weights and gradients: FP32, "
+              "tolerance 1e-5 + 1e-4·|w|)",
               misconceptions=(Misconception("sum", "matches summing the gradients instead of averaging: "
                                             "divide the reduce-scattered gradient by the world size",
                                             lambda case: _single_process(case, _args(case)["world_size"])),),
