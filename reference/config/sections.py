@@ -231,8 +231,10 @@ class GradescopeSection(Section):
 class HardwareTable(Section):
     """[hardware.NAME]: a device of the course's own, usable wherever a preset's name is."""
 
-    capacity_bytes: Whole = setting(..., "HBM capacity (80e9 for 80 GB)", unit="bytes", gt=0)
-    flops_per_second: Number = setting(..., "dense BF16 peak C", unit="FLOP/s", gt=0)
+    capacity_bytes: Whole = setting(..., "HBM capacity (80e9 for 80 GB)", unit="bytes", gt=0,
+                                    plausible=(1e9, 1e12, "between 1 GB and 1 TB, as accelerators hold"))
+    flops_per_second: Number = setting(..., "dense BF16 peak C", unit="FLOP/s", gt=0,
+                                       plausible=(1e12, 1e16, "between 1 TFLOP/s and 10 PFLOP/s, as chips reach"))
     hbm_bytes_per_second: Number = setting(0.0, "HBM bandwidth (0: unknown; no question reads it yet)",
                                            unit="bytes/s", ge=0)
     ici_bytes_per_second: Number = setting(0.0, "bidirectional bandwidth of one inter-chip link W_ici (0: no "
@@ -247,8 +249,10 @@ class HardwareTable(Section):
 class NetworkTable(Section):
     """[network.NAME]: a network of the course's own, for [fsdp]'s intra_network and inter_network."""
 
-    alpha_seconds: Number = setting(..., "latency alpha of one hop", unit="seconds", gt=0)
-    beta_bytes_per_second: Number = setting(..., "bandwidth beta per device", unit="bytes/s", gt=0)
+    alpha_seconds: Number = setting(..., "latency alpha of one hop", unit="seconds", gt=0,
+                                    plausible=(1e-7, 1e-2, "between 0.1 µs and 10 ms, as networks have"))
+    beta_bytes_per_second: Number = setting(..., "bandwidth beta per device", unit="bytes/s", gt=0,
+                                            plausible=(1e8, 1e13, "between 100 MB/s and 10 TB/s, as links carry"))
     devices: Whole = setting(0, "devices it usually joins: the FSDP question's default p (absent: 0, "
                             "none: then [fsdp] sets its *_devices)", unit="devices", gt=0)
 
