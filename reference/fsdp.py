@@ -146,7 +146,7 @@ def _rail_aligned_notes(f, unit: int, fwd: float, b: int) -> dict[str, Worked]:
     """(a) across nodes with the bandwidth of rail-aligned rings, the node's egress (`node_egress_beta`),
     beside the course's flat ring over per-device NICs (keys "note_rail_...", solutions only). A node is
     the intra-node network's devices; none when either network joins one device."""
-    net, p, per_node = f.inter, f.inter_devices, f.intra_devices
+    net, p, per_node = f.inter_network, f.inter_devices, f.intra_devices
     if p == 1 or per_node == 1:
         return {}
     c, t = f.device.flops_per_second, f.tokens_per_device

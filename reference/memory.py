@@ -214,7 +214,7 @@ def _realism_notes(cfg, p: int, state: int, act: int, n_fsdp: int | None) -> dic
     if n_fsdp is not None:      # 1 (b)'s hand-grading notes: the tokens read as the global batch
         n_global = min_fsdp_degree_global_batch(state, act, cap)
         out["note_n_fsdp_global_batch"] = Worked(
-            f"smallest N if the {n(cfg.tokens_per_device)} tokens were the global batch, split over the N "
+            f"smallest N if the {n(cfg.memory.tokens_per_device)} tokens were the global batch, split over the N "
             "devices (activations act/N per device)",
             "(16P + act/(2N)) / N + act/(2N) < capacity",
             f"({n(state)} + {n(act)}/(2N)) / N + {n(act)}/(2N) < {n(cap)}", n_global, f"N = {n_global}")
@@ -231,7 +231,7 @@ def _realism_notes(cfg, p: int, state: int, act: int, n_fsdp: int | None) -> dic
 def _transformer_note(cfg, act: int) -> dict[str, Worked]:
     """1 (a)'s activations beside a full transformer layer's (Korthikanti et al., 2022), for the
     course's width and depth, one sequence of the course's tokens per device, a = D / HEAD_DIM heads."""
-    m, t = cfg.model, cfg.tokens_per_device
+    m, t = cfg.model, cfg.memory.tokens_per_device
     d, layers = m.d_model, m.num_blocks
     heads = max(1, d // HEAD_DIM)
     full = layers * transformer_layer_activation_bytes(t, 1, d, heads)
