@@ -14,9 +14,9 @@ for folder in FOLDERS:
         continue
     package_dir[f"shardlab.{folder}"] = folder
     packages.append(f"shardlab.{folder}")
-    for sub in find_namespace_packages(folder, exclude=["*__pycache__*"]):
-        if (here / folder / sub.replace(".", "/") / "__init__.py").is_file():
-            packages.append(f"shardlab.{folder}.{sub}")
+    # every subfolder, a data-only one too (reference/courses/, templates/questions/): setuptools
+    # ships a folder's files only as some package's, and warns about one no package names
+    packages += [f"shardlab.{folder}.{sub}" for sub in find_namespace_packages(folder, exclude=["*__pycache__*"])]
 
 # `shardlab` itself is a namespace package: it has no folder of its own
 setup(packages=packages, package_dir=package_dir,

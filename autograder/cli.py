@@ -13,7 +13,8 @@ from rich.text import Text
 from rich.table import Table
 
 from shardlab.autograder.sandbox import untrusted
-from shardlab.autograder.core.errors import ShardlabError
+from shardlab.autograder.core.errors import (EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_REFUSED, CheckFailed,
+                                              ShardlabError)
 from shardlab.autograder.core.results import points_text
 from shardlab.reference.config import SCAFFOLDINGS
 
@@ -64,7 +65,24 @@ def score_table(reports) -> Table:
     return table
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _print_version(ctx, _param, value) -> None:
+    """`--version`: the grader's version (`results.grader_version`: with the git commit in a checkout)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from shardlab.autograder.core.results import grader_version
+    click.echo(f"shardlab {grader_version()}")
+    ctx.exit()
+
+
+def _exit_statuses() -> str:
+    """The epilog of `shardlab --help`: what each exit status means (`errors.EXIT_STATUSES`)."""
+    from shardlab.autograder.core.errors import EXIT_STATUSES
+    return "\b\nExit statuses:\n" + "\n".join(f"  {code:>3}  {meaning}" for code, meaning in EXIT_STATUSES.items())
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=_exit_statuses())
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Print shardlab's version and exit.")
 def cli():
     """shardlab: memory, FSDP, 4D parallelism, DDP buckets and pipelines, with an autograder."""
 
@@ -144,7 +162,7 @@ def grade(paths, as_json, jobs, out_dir, resume, verbose, timelines_dir, export_
     if as_json:
         for report, _ in notes:
             click.echo(json.dumps(report))
-        return
+        return _graded_status(reports)
     for r, (_, lines) in zip(reports, notes):
         if r.no_submission:         # nothing graded: the one sentence, once, not once per part
             console.print(f"[yellow]{untrusted.rich(Path(r.submission).name)}[/]: 0 points: "
@@ -163,6 +181,16 @@ def grade(paths, as_json, jobs, out_dir, resume, verbose, timelines_dir, export_
         for line in lines:
             console.print(f"{untrusted.rich(Path(r.submission).name)} {untrusted.rich(line)}", highlight=False)
     console.print(score_table(reports))
+    return _graded_status(reports)
+
+
+def _graded_status(reports) -> int:
+    """`shardlab grade`'s exit status for what it graded (`errors.EXIT_STATUSES`): an internal
+    error of the grader's in any part first (regrade it), then an upload refused for what it
+    holds (its 0 and sentence printed), else 0."""
+    if any(r.internal_errors for r in reports):
+        return EXIT_INTERNAL
+    return EXIT_REFUSED if any(r.no_submission for r in reports) else EXIT_OK
 
 
 def _draw_report_timelines(paths, reports, folder) -> list[tuple[dict, list[str]]]:
@@ -239,7 +267,9 @@ def _grade_batch(paths, out: Path, config_path, jobs, resume, as_json, annotatio
                     shown += (" [red](internal error in the grader, parts "
                               f"{', '.join(e['part'] for e in report['internal_errors'])}: regrade)[/]")
                 progress.console.print(f"{name}: {shown}", highlight=False)
-        results = grade_many(paths, out, config_path, jobs, resume, on_result, annotations, refused, child_args)
+        results = grade_many(paths, out, config_path, jobs, resume, on_result, annotations, refused, child_args,
+                             say=lambda line: click.echo(f"note: {line}", err=True))
+    _class_report(out, jobs=jobs, quiet=as_json, after_grading=True)
     if as_json:
         for name in sorted(results):
             click.echo(json.dumps({"name": name, **results[name]}))
@@ -375,6 +405,8 @@ def build(config_path, out_dir, roster):
     from shardlab.autograder.engine.variants import check_drawable
     cfg, config_path = _config(config_path)      # the zip ships the course actually read
     check_drawable(cfg)                          # a [variants] nothing valid comes from: one line, now
+    from shardlab.autograder.selfcheck import own_fixtures
+    own_fixtures(cfg)                            # a course question's broken expect.toml: one line, before check
     _build_all(cfg, config_path, Path(out_dir), roster)
 
 
@@ -423,7 +455,7 @@ def stubs(only_check, scaffolding, out_dir):
     if only_check:
         stale = stale_stubs(target, scaffolding)
         if stale:
-            raise ShardlabError(f"stubs out of date: {', '.join(stale)} (run `shardlab stubs`)")
+            raise CheckFailed(f"stubs out of date: {', '.join(stale)} (run `shardlab stubs`)")
         console.print("stubs are up to date")
         return
     for path in write_stubs(target, scaffolding):
@@ -454,7 +486,7 @@ def _run_check(cfg, jobs: int = 2) -> bool:
 def check(config_path, jobs):
     """Solutions full marks, stubs zero, known-bad submissions as declared."""
     if not _run_check(_config(config_path)[0], jobs):
-        raise ShardlabError("self-check failed: see the table above")
+        raise CheckFailed("self-check failed: see the table above")
 
 
 @cli.command()
@@ -519,6 +551,47 @@ def bench_buckets(out_dir, submission, rounds):
     console.print(f"wrote {out_dir}/buckets.csv, allreduce.csv, buckets.png", highlight=False)
 
 
+@cli.command()
+@click.argument("out_dir", metavar="DIR", type=click.Path(file_okay=False))
+@click.option("--threshold", type=click.FloatRange(0, 1, min_open=True), default=None,
+              help="Flag a pair when either side's code or writeup similarity reaches this share of its "
+                   "fingerprints (default 0.5; docs/grading.md, 'Similar submissions').")
+@click.option("--jobs", "-j", type=click.IntRange(1, 64), default=2, show_default=True,
+              help="Processes that fingerprint the code of a large class.")
+def report(out_dir, threshold, jobs):
+    """The class report of a graded batch folder: class-report.html, .json and the misconceptions CSV."""
+    if not Path(out_dir).is_dir():
+        raise ShardlabError(f"no such folder: {out_dir} (give the --out folder of `shardlab grade`)")
+    _class_report(Path(out_dir), threshold, jobs)
+
+
+def _class_report(out: Path, threshold: float | None = None, jobs: int = 2, quiet: bool = False,
+                  after_grading: bool = False) -> None:
+    """Build OUT's class report (`publish.class_report`) under a progress bar. After a batch, a
+    failure to build it costs nothing of the grading: one line says so and how to rebuild it."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from shardlab.autograder.publish import class_report, similarity
+    columns = (TextColumn("class report: {task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True, disable=quiet) as progress:
+        task = progress.add_task("reading results", total=None)
+
+        def step(what: str, done: int, total: int) -> None:
+            progress.update(task, description=what, completed=done, total=total)
+        try:
+            found = class_report.build(out, threshold or similarity.DEFAULT_THRESHOLD, jobs, step)
+        except Exception as exc:    # noqa: BLE001 - after grading, the grades are what matters
+            if not after_grading:
+                raise
+            click.echo(f"warning: the class report failed ({type(exc).__name__}: {exc}); rebuild it with "
+                       f"`shardlab report {out}`", err=True)
+            return
+    pairs = len(found["similar_pairs"])
+    click.echo(f"wrote {out / class_report.REPORT_HTML} ({found['submissions']} submissions, "
+               f"{len(found['misconceptions'])} misconceptions named, {pairs} similar pair{'s' * (pairs != 1)})",
+               err=quiet)
+
+
 @cli.command("grading-service", hidden=True)
 def grading_service_command():
     """Internal: one job slot's grading service of `grade --out` (platforms.grading_service),
@@ -528,22 +601,25 @@ def grading_service_command():
 
 
 def main() -> None:
+    """The command, its exit status one of `errors.EXIT_STATUSES` (a command's own `sys.exit`,
+    `grade`'s status for what it graded, passes through)."""
     try:
-        cli.main(standalone_mode=False)
+        status = cli.main(standalone_mode=False)
     except click.exceptions.Abort:
-        sys.exit(130)
-    except click.ClickException as exc:
+        sys.exit(EXIT_INTERRUPTED)
+    except click.ClickException as exc:     # a usage error: click's own status, 2
         exc.show()
         sys.exit(exc.exit_code)
     except ShardlabError as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
+        sys.exit(exc.exit_status)
     except Exception as exc:  # a bug in shardlab itself: one line unless debugging
         if os.environ.get("SHARDLAB_DEBUG"):
             raise
         click.echo(f"internal error: {type(exc).__name__}: {exc} (set SHARDLAB_DEBUG=1 for a traceback)",
                    err=True)
-        sys.exit(3)
+        sys.exit(EXIT_INTERNAL)
+    sys.exit(status if isinstance(status, int) else EXIT_OK)
 
 
 if __name__ == "__main__":

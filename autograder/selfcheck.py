@@ -20,7 +20,11 @@ declared failing group in every case of which that misconception gives the
 right value on this course, or a group the course has no case of, cannot
 be lost there. Such a group is expected to pass, and the row says "not
 applicable on this course" and which groups, not a failure; everything else
-the fixture declares is still checked.
+the fixture declares is still checked. The named misconception decides it
+case by case, as grading names a mistake: the groups the course makes it
+lose (`lost_groups`), and whether its feedback can name it at all
+(`named_in_feedback`), so `check` passes on every valid course
+(tests/test_engine_check_applicability.py tries random ones).
 """
 from __future__ import annotations
 
@@ -36,12 +40,12 @@ from pathlib import Path
 from typing import Iterator
 
 from shardlab.autograder.core.errors import ShardlabError
-from shardlab.autograder.core.parts import Case, Misconception, Part
+from shardlab.autograder.core.parts import Case, Misconception, Part, alternatives
 from shardlab.autograder.engine.answer_sheet import ANSWERS_FILE, sheet_toml
-from shardlab.autograder.engine.grading import Report, grade_folder
+from shardlab.autograder.engine.grading import MAX_FAILURES_SHOWN, Report, grade_folder
 from shardlab.autograder.engine.plan import case_groups, expected_values, find_part, part_cases
 from shardlab.autograder.engine.variants import variant_config
-from shardlab.autograder.questions import own_folder, questions
+from shardlab.autograder.questions import own_folder, questions, registered
 from shardlab.autograder.sandbox.process import Limits
 from shardlab.autograder.core import content, course_folders
 from shardlab.autograder.publish.stubs import ASSIGNMENTS, SOLUTIONS, own_solutions, own_stubs
@@ -75,24 +79,34 @@ class Fixture:
 
     def on(self, cfg) -> Fixture:
         """What this fixture must score on one course: its `{cfg...}` fields filled from
-        the course, and the declared failing groups the course cannot show (`unseen_groups`)
-        moved from `failing` to `not_applicable`. A part it must score 0 on that names its
-        mistake is judged group by group when some of its groups cannot be lost. Applied
-        once, to the declarations as read: `fixtures(cfg)` does it."""
+        the course. Where it names the misconception it commits in a part, that mistake
+        decides, case by case, what the course can show: the part's failing groups are
+        those in which the mistake gives a value judged wrong (`lost_groups`), a declared
+        group it cannot lose on this course is not applicable (`unseen_groups` says why),
+        and declared feedback that names the mistake is not expected where no failure
+        the feedback shows can name it (`named_in_feedback`: another known mistake gives
+        the same value). Applied once, to the declarations as read: `fixtures(cfg)` does it."""
         failing = {pid: tuple(self._fill(g, cfg) for g in groups) for pid, groups in self.failing.items()}
+        unseen: dict[str, dict[str, str]] = {}
+        feedback = {pid: self._fill(text, cfg) for pid, text in self.feedback.items()}
         for pid in self.mistakes:
-            if pid not in failing and self._zero(pid):
-                failing[pid] = tuple(name for name, _ in case_groups(part_cases(cfg, pid)))
-        unseen = {}
-        for pid, groups in failing.items():
-            why = unseen_groups(cfg, pid, groups, self.mistake(pid))
+            mistake = self.mistake(pid)
+            assert mistake is not None
+            declared = failing.get(pid) or (tuple(name for name, _ in case_groups(part_cases(cfg, pid)))
+                                           if self._zero(pid) else ())
+            lost = lost_groups(cfg, pid, mistake)
+            why = {g: reason for g, reason in unseen_groups(cfg, pid, declared, mistake).items() if g not in lost}
             if why:
                 unseen[pid] = why
-        failing = {pid: tuple(g for g in groups if g not in unseen.get(pid, {})) for pid, groups in failing.items()
-                   if pid in self.failing or pid in unseen}
-        # a part that can lose nothing on this course shows no mistake to give feedback on
-        feedback = {pid: self._fill(text, cfg) for pid, text in self.feedback.items()
-                    if not (pid in unseen and not failing[pid])}
+            if pid in self.failing or why or set(lost) != set(declared):
+                failing[pid] = lost
+            words = mistake.worded(cfg).message
+            if pid in feedback and feedback[pid] in words and not named_in_feedback(cfg, pid, mistake):
+                del feedback[pid]         # the mistake cannot be named: the feedback says expected/got only
+                unseen.setdefault(pid, {})["(its name in the feedback)"] = (
+                    f"{mistake.name!r} cannot be named: another known mistake gives the same value")
+            elif pid in feedback and not lost:
+                del feedback[pid]         # a part that can lose nothing on this course shows no mistake
         either = {pid: tuple(self._fill(p, cfg) for p in pats) for pid, pats in self.either.items()}
         return dataclasses.replace(self, failing=failing, either=either, feedback=feedback, not_applicable=unseen)
 
@@ -151,8 +165,7 @@ def fixtures(cfg=None) -> list[Fixture]:
     one, every fixture, for the shipped course."""
     chosen = {q.module for q in questions(cfg)}
     course = cfg if cfg is not None else load_config()
-    own = [folder.file(course_folders.FIXTURES) for q in questions(cfg) if (folder := own_folder(q)) is not None]
-    return [f.on(course) for folder in (FIXTURES, *own) for f in _all_fixtures(folder) if f.modules <= chosen]
+    return [f.on(course) for f in (*_all_fixtures(FIXTURES), *own_fixtures(cfg)) if f.modules <= chosen]
 
 
 def unseen_groups(cfg, part_id: str, groups, mistake: Misconception | None) -> dict[str, str]:
@@ -171,6 +184,27 @@ def unseen_groups(cfg, part_id: str, groups, mistake: Misconception | None) -> d
     return out
 
 
+def lost_groups(cfg, part_id: str, mistake: Misconception) -> tuple[str, ...]:
+    """The part's case groups a student committing exactly `mistake` loses on this course: those with
+    a case in which the mistake's value is judged wrong."""
+    cases = part_cases(cfg, part_id)
+    part, expected = find_part(part_id), expected_values(cfg, part_id)
+    return tuple(g for g, members in case_groups(cases)
+                 if not all(_judged_right(part, mistake, cases[k], expected[k]) for k in members))
+
+
+def named_in_feedback(cfg, part_id: str, mistake: Misconception) -> bool:
+    """Whether the feedback of a student committing exactly `mistake` names it: it shows its first
+    failures (`grading.MAX_FAILURES_SHOWN`), and a failure names a mistake only when it is the one
+    known mistake giving that value (`parts.alternatives`), as grading decides it, case by case."""
+    cases = part_cases(cfg, part_id)
+    part, expected = find_part(part_id).for_course(cfg), expected_values(cfg, part_id)
+    mine = next(m for m in part.misconceptions if m.name == mistake.name)
+    shown = [k for k in range(len(cases)) if not _judged_right(part, mine, cases[k], expected[k])]
+    return any(any(m.name == mine.name for m, _ in alternatives(part, cases[k], expected[k]))
+               for k in shown[:MAX_FAILURES_SHOWN])
+
+
 def _judged_right(part: Part, mistake: Misconception, case: Case, expected: list) -> bool:
     try:
         wrong = mistake.alt(case)
@@ -179,16 +213,54 @@ def _judged_right(part: Part, mistake: Misconception, case: Case, expected: list
     return all(part.compare(e, w) for e, w in zip(expected, wrong, strict=True))
 
 
-def _all_fixtures(folder: Path = FIXTURES) -> list[Fixture]:
-    """The wrong submissions in `folder` (tests/submissions/, or a course question's submissions/)."""
+EXPECT_KEYS = ("description", "zero", "failing", "either", "feedback", "mistake", "hostile")
+
+
+def _expect_data(expect: Path, where: str) -> dict:
+    """An expect.toml's declarations, its keys and the part ids it names checked (one line naming `where`)."""
+    try:
+        data = tomllib.loads(expect.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ShardlabError(f"{where} cannot be read: {exc}") from None
+    unknown = [k for k in data if k not in EXPECT_KEYS]
+    if unknown:
+        raise ShardlabError(f"{where} has an unknown key {unknown[0]!r} (known: {', '.join(EXPECT_KEYS)})")
+    if not isinstance(data.get("description"), str):
+        raise ShardlabError(f"{where} needs description = \"...\" (what the mistake is)")
+    known = {p.id for q in registered() for p in q.parts}
+    named = [pat for pat in data.get("zero", ()) if not fnmatch.filter(known, pat)]
+    named += [pid for key in ("failing", "either", "feedback", "mistake") for pid in data.get(key, {})
+              if pid not in known and pid not in named]
+    if named:
+        raise ShardlabError(f"{where} names no part of this course: {', '.join(named)}")
+    return data
+
+
+def _all_fixtures(folder: Path = FIXTURES, where: str = "") -> list[Fixture]:
+    """The wrong submissions in `folder` (tests/submissions/, or a course question's submissions/, whose
+    errors start with `where`)."""
     out = []
     for expect in sorted(folder.glob("*/expect.toml")):
-        data = tomllib.loads(expect.read_text())
+        shown = f"{where}{expect.parent.name}/expect.toml" if where else str(expect)
+        data = _expect_data(expect, shown)
         out.append(Fixture(expect.parent.name, expect.parent, data["description"],
                            tuple(data.get("zero", ())), dict(data.get("feedback", {})),
                            {k: tuple(v) for k, v in data.get("failing", {}).items()},
                            {k: tuple(v) for k, v in data.get("either", {}).items()},
                            dict(data.get("mistake", {})), hostile=str(data.get("hostile", ""))))
+    return out
+
+
+def own_fixtures(cfg) -> list[Fixture]:
+    """The wrong submissions of the course's own questions, as declared (not yet `on` the course): each
+    expect.toml's keys and part ids checked, an error naming the question's folder and the file.
+    `shardlab build` reads them, so a broken declaration is caught before `check`."""
+    out = []
+    for q in questions(cfg):
+        folder = own_folder(q)
+        if folder is not None:
+            out += _all_fixtures(folder.file(course_folders.FIXTURES),
+                                 f"course question {folder.path}: {course_folders.FIXTURES}/")
     return out
 
 

@@ -60,8 +60,10 @@ class Key:
             raise ShardlabError(f"config {where} must be a list of strings, got {value!r}")
         if self.kind is bool and not isinstance(value, bool):
             raise ShardlabError(f"config {where} must be true or false, got {value!r}")
-        if self.kind in (int, float) and value <= 0 and self.name != "seed":
-            raise ShardlabError(f"config {where} must be positive, got {value}")
+        zero_allowed = self.section == "hardware" and self.default == 0     # no ICI, no HBM figure given
+        if self.kind in (int, float) and self.name != "seed" and (value < 0 or (value == 0 and not zero_allowed)):
+            raise ShardlabError(f"config {where} must be {'zero or more' if zero_allowed else 'positive'}, "
+                                f"got {value}")
         if self.choices and value not in self.choices:
             raise ShardlabError(
                 f"config {where} must be one of {', '.join(map(repr, self.choices))}, got {value!r}")

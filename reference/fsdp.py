@@ -87,8 +87,9 @@ def worked(cfg) -> dict[str, Worked]:
         "forward": Worked(f"forward time of one unit on {f.device.name}", "2 · T · P_unit / C",
                           f"2 · {n(t)} · {n(unit)} / {sci(c)}", fwd, f"{fwd * 1e3:.3f} ms"),
     }
-    for net, p in ((f.intra, f.intra_devices), (f.inter, f.inter_devices)):
-        key = net.name.split("-")[0]
+    # the role comes from the config key ([fsdp] intra_network / inter_network), never from the network's
+    # name, which is only a label (docs/instructor-guide.md)
+    for key, net, p in (("intra", f.intra, f.intra_devices), ("inter", f.inter, f.inter_devices)):
         ag = allgather_seconds(unit * b, p, net.alpha, net.beta)
         bound = is_communication_bound(t, unit, p, net.alpha, net.beta, c, b)
         tokens = min_tokens_to_hide_allgather(unit, p, net.alpha, net.beta, c, b)

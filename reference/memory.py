@@ -131,12 +131,12 @@ def worked(cfg) -> dict[str, Worked]:
         "activations": Worked("activations saved for backward (BF16)", "L · T · (D + F) · 2",
                               f"{n(layers)} · {n(t)} · ({n(d)} + {n(f)}) · 2", act, gb(act)),
         "total": Worked("total", "16 · P + activations", f"{n(state)} + {n(act)}", total, gb(total)),
-        "gpus_state": Worked(f"{gpu.name}s for the training state",
+        "gpus_state": Worked(f"{gpu.name} devices for the training state",
                              f"ceil(16P / {gpu.capacity_gb:g} GB)",
                              f"ceil({n(state)} / {n(gpu.capacity_bytes)})",
                              devices_needed(state, gpu.capacity_bytes),
                              f"{devices_needed(state, gpu.capacity_bytes)} × {gpu.name}"),
-        "gpus_total": Worked(f"{gpu.name}s for state and activations",
+        "gpus_total": Worked(f"{gpu.name} devices for state and activations",
                              f"ceil((16P + act) / {gpu.capacity_gb:g} GB)",
                              f"ceil({n(total)} / {n(gpu.capacity_bytes)})",
                              devices_needed(total, gpu.capacity_bytes),
@@ -182,6 +182,10 @@ def _realism_notes(cfg, p: int, state: int, act: int, n_fsdp: int | None) -> dic
         out["note_fsdp_headroom"] = Worked(
             f"headroom one {tpu.name} keeps at N = {n_fsdp}", "capacity − ((16P + act/2) / N + act/2)",
             f"{n(cap)} − (({n(state)} + {n(act // 2)}) / {n_fsdp} + {n(act // 2)})", headroom, gb(headroom))
+        layers = headroom / (2 * d * f)      # how many one-layer BF16 buffers that headroom holds: the
+        out["note_fsdp_headroom_layers"] = Worked(   # handout's sentence on it depends on it (memory.md.j2)
+            f"one-layer BF16 buffers the headroom at N = {n_fsdp} holds", "headroom / (2 · D · F)",
+            f"{n(headroom)} / (2 · {n(d)} · {n(f)})", layers, f"{layers:.2f} layers")
     n_real = min_fsdp_degree_with_buffers(state, act, cap, buffers)
     out["note_n_fsdp_buffers"] = Worked(
         f"smallest N with the buffers counted, memory < {tpu.name} ({tpu.capacity_gb:g} GB)",

@@ -8,6 +8,7 @@ sandbox. Each attack below must be refused with one line naming the path,
 both by `autograder.sandbox.staging.stage` and through `shardlab grade` (exit 2, no
 traceback), and nothing of the outside file may appear anywhere.
 """
+import json
 import os
 import shutil
 import socket
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from shardlab.autograder.sandbox import staging
-from shardlab.autograder.core.errors import ShardlabError
+from shardlab.autograder.core.errors import EXIT_REFUSED, ShardlabError
 from shardlab.autograder.course_file import SHIPPED_NOTE
 from shardlab.autograder.publish.stubs import SOLUTIONS
 from shardlab.autograder.engine.submission import open_submission
@@ -171,22 +172,26 @@ def test_stage_refuses(attack, tmp_path, outside):
 def test_shardlab_grade_refuses_folder(attack, tmp_path, outside):
     root = _folder(tmp_path)
     offender = attack(root, outside)
-    done = run_cli("grade", str(root), timeout=120)
-    assert done.returncode == 2, (done.stdout, done.stderr)
-    err = done.stderr.removeprefix(SHIPPED_NOTE + "\n")      # no --config: the shipped course, said first
-    assert err.startswith("error: ") and "Traceback" not in done.stderr
-    _one_line_naming(err, offender)
-    assert SECRET not in done.stdout
+    _assert_graded_zero_naming(run_cli("grade", str(root), "--json", timeout=120), offender)
 
 
 @pytest.mark.parametrize("attack", ZIP_ATTACKS, ids=lambda a: a.__name__)
 def test_shardlab_grade_refuses_zip(attack, tmp_path, outside):
     upload, offender = attack(tmp_path, outside)
-    done = run_cli("grade", str(upload), timeout=120)
-    assert done.returncode == 2, (done.stdout, done.stderr)
-    err = done.stderr.removeprefix(SHIPPED_NOTE + "\n")
-    assert err.startswith("error: ") and "Traceback" not in done.stderr
-    _one_line_naming(err, offender)
+    _assert_graded_zero_naming(run_cli("grade", str(upload), "--json", timeout=120), offender)
+
+
+def _assert_graded_zero_naming(done, offender: str) -> None:
+    """`shardlab grade --json` on a refused upload: exit 4 (`errors.EXIT_REFUSED`), a report of 0 whose
+    one sentence names the offending path, as on Gradescope; no traceback, nothing on stderr but the
+    note that the shipped course is used."""
+    assert done.returncode == EXIT_REFUSED, (done.stdout, done.stderr)
+    assert done.stderr.removeprefix(SHIPPED_NOTE + "\n") == "" and "Traceback" not in done.stdout
+    report = json.loads(done.stdout)
+    assert report["score"] == 0 and report["max_score"] > 0
+    assert report["no_submission"].startswith("submission refused: ")
+    _one_line_naming(report["no_submission"], offender)
+    assert SECRET not in done.stdout
 
 
 @pytest.mark.parametrize("attack", ZIP_ATTACKS, ids=lambda a: a.__name__)

@@ -10,6 +10,7 @@ from shardlab.autograder.engine.variants import variant_config
 from shardlab.autograder.publish.stubs import SOLUTIONS
 from shardlab.reference.config import load_config
 from helpers import assert_one_line_error, run_cli
+from shardlab.autograder.core.errors import EXIT_CHECK_FAILED, EXIT_REFUSED, EXIT_STATUSES
 
 pytestmark = pytest.mark.platform
 
@@ -106,13 +107,13 @@ def test_bad_input_is_one_line_and_nonzero(tmp_path, case):
 
 def test_an_upload_without_assignments_is_a_zero_with_one_sentence_not_an_error(tmp_path):
     """A notebook alone (or a zip of another layout) is the student's bad upload: a report of 0,
-    every part's feedback the one sentence saying what was expected, exit 0. A path that does not
+    every part's feedback the one sentence saying what was expected, exit 4. A path that does not
     exist, or a file that is no zip, stays the instructor's one-line error (above)."""
     from shardlab.autograder.engine.submission import NO_ASSIGNMENTS
     (tmp_path / "notebook-only").mkdir()
     (tmp_path / "notebook-only" / "handout.ipynb").write_text("{}")
     done = run_cli("grade", str(tmp_path / "notebook-only"), "--json")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == EXIT_REFUSED, done.stderr
     report = json.loads(done.stdout)
     parts = [p for q in report["questions"] for p in q["parts"]]
     assert report["score"] == 0 and report["max_score"] > 0 and report["no_submission"] == NO_ASSIGNMENTS
@@ -120,7 +121,7 @@ def test_an_upload_without_assignments_is_a_zero_with_one_sentence_not_an_error(
     with zipfile.ZipFile(tmp_path / "other.zip", "w") as zf:
         zf.writestr("src/memory.py", "x = 1\n")
     done = run_cli("grade", str(tmp_path / "other.zip"))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == EXIT_REFUSED, done.stderr
     assert done.stdout.count(NO_ASSIGNMENTS.split(":")[0]) == 1, done.stdout     # said once, not per part
 
 
@@ -163,3 +164,26 @@ def test_the_installed_command_refuses_a_missing_submission_in_one_line(tmp_path
     done = subprocess.run([str(script), "grade", str(tmp_path / "nowhere"), "--json"], capture_output=True,
                           text=True, timeout=120)
     assert_one_line_error(done, "nowhere")
+
+
+def test_version_is_the_installed_distributions():
+    from importlib import metadata
+    done = run_cli("--version")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"shardlab {metadata.version('shardlab')}") and done.stdout.count("\n") == 1
+
+
+def test_help_lists_every_exit_status_once():
+    done = run_cli("--help")
+    assert done.returncode == 0, done.stderr
+    listed = done.stdout.split("Exit statuses:", 1)[1].splitlines()
+    codes = [int(line.split()[0]) for line in listed if line.strip()]
+    assert codes == list(EXIT_STATUSES) and len(set(EXIT_STATUSES)) == len(EXIT_STATUSES)
+
+
+def test_a_failed_check_is_status_1_not_a_usage_error(tmp_path):
+    """Stale stubs are a check that failed (1), a bad option a usage error (2)."""
+    (tmp_path / "stubs").mkdir()
+    done = run_cli("stubs", "--check", "--out", str(tmp_path / "stubs"))
+    assert done.returncode == EXIT_CHECK_FAILED and done.stderr.startswith("error: stubs out of date"), done.stderr
+    assert run_cli("stubs", "--no-such-option").returncode == 2

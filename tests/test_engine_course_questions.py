@@ -34,6 +34,40 @@ QUESTION = Question(number={number}, module="{name}", title="Toy", template="{na
     function_part("{number}.1", "{name}", "double", ref.double, 1, _args, compare=EXACT_INT),
 ))
 '''
+def _second_part(part_id: str, function: str) -> str:
+    """QUESTION with a second part, `function_part(part_id, ..., function, ...)`."""
+    second = f'    function_part("{part_id}", "{{name}}", "{function}", ref.double, 1, _args),\n'
+    return QUESTION.replace("),\n))", "),\n" + second + "))")
+
+
+TWICE = _second_part("{number}.1", "triple")
+SAME_FUNCTION = _second_part("{number}.2", "double")
+WORKED = QUESTION.replace('template="{name}.md.j2", ', 'template="{name}.md.j2", worked=ref.worked, ')
+RAISING = REFERENCE + 'def worked(cfg):\n    return {{"x": _half(0)}}\n\n\ndef _half(x):\n    return 1 / x\n'
+GLOO = '''\
+from shardlab.autograder.core.parts import REAL, Call, Case, Part
+from shardlab.autograder.questions import Question
+
+
+def _cases(cfg, rng):
+    return [Case((Call("{name}", "toy_run", dict(world_size=2, seed=1)),), public=True, note="a run")]
+
+
+QUESTION = Question(number={number}, module="{name}", title="Toy", template="{name}.md.j2", parts=(
+    Part(id="{number}.1", title="a run", module="{name}", points=1, probe="gloo", cases=_cases,
+         expect=lambda case: [0], compare=REAL),
+))
+'''
+SCENARIO = '''\
+from . import Scenario, register
+
+
+@register
+class Toy(Scenario):
+    name = "{scenario}"
+'''
+EXPECT = {"zeros": 'description = "a typo"\nzeros = ["{number}.1"]\n',
+          "no part": 'description = "a wrong id"\nzero = ["99.1"]\nfeedback = {{ "99.2" = "x" }}\n'}
 FOLDERS = {
     # name: (files, number); each is its own course with question_dirs = ["q_<name>"]
     "good": ({"question.py": QUESTION, "reference.py": REFERENCE, "solution.py": "", "template.md.j2": "x\n"}, 7),
@@ -43,7 +77,23 @@ FOLDERS = {
     "memory": ({"question.py": QUESTION, "reference.py": REFERENCE}, 10),            # a shipped question's name
     "config": ({"question.py": QUESTION, "reference.py": REFERENCE}, 11),            # shardlab.reference.config
     "untitled": ({"question.py": QUESTION, "reference.py": REFERENCE}, 12),         # no template.md.j2 (build)
+    "twice": ({"question.py": TWICE, "reference.py": REFERENCE}, 13),                # part id 13.1 twice
+    "samefunction": ({"question.py": SAME_FUNCTION, "reference.py": REFERENCE}, 14),  # two parts grade double
+    "raises": ({"question.py": WORKED, "reference.py": RAISING, "template.md.j2": "x\n"}, 15),
+    "undefined": ({"question.py": QUESTION, "reference.py": REFERENCE,
+                   "template.md.j2": "fine\n{{{{ q.worked.nothing }}}}\n"}, 16),
+    "noscenario": ({"question.py": GLOO, "reference.py": ""}, 17),                 # runs toy_run, no scenario.py
+    "otherscenario": ({"question.py": GLOO, "reference.py": "", "scenario.py": SCENARIO.replace(
+        "{scenario}", "toy_other")}, 18),
+    "shadow": ({"question.py": GLOO, "reference.py": "", "scenario.py": SCENARIO.replace(
+        "{scenario}", "fsdp_train")}, 19),                                           # a shipped scenario's name
+    "fixturekey": ({"question.py": QUESTION, "reference.py": REFERENCE,
+                    "submissions/typo/expect.toml": EXPECT["zeros"], "submissions/typo/fixturekey.py": ""}, 20),
+    "fixturepart": ({"question.py": QUESTION, "reference.py": REFERENCE,
+                     "submissions/wrong/expect.toml": EXPECT["no part"], "submissions/wrong/fixturepart.py": ""}, 21),
 }
+RENDERED = ("untitled", "raises", "undefined")          # what build does with them: render handout and solutions
+FIXTURES_READ = ("fixturekey", "fixturepart")           # build reads their wrong submissions' expect.toml
 
 SCRIPT = textwrap.dedent('''
     import json, sys
@@ -58,15 +108,21 @@ SCRIPT = textwrap.dedent('''
         try:
             cfg = load_config(tmp / f"{name}.toml")
             out[name] = {"numbers": [q.number for q in questions(cfg)]}
-            if name == "untitled":
+            if name in {rendered}:
                 render_markdown(cfg, False)
+                render_markdown(cfg, True)
+            if name in {fixtures}:
+                from shardlab.autograder.selfcheck import own_fixtures
+                own_fixtures(cfg)
         except ShardlabError as exc:
             out[name] = {"error": str(exc)}
+        except Exception as exc:                    # what a course question must never get: a traceback
+            out[name] = {"crash": f"{type(exc).__name__}: {exc}"}
     shipped = load_config(None)
     out["shipped after"] = {"numbers": [q.number for q in questions(shipped)],
                             "registered": [q.number for q in registered()]}
     print(json.dumps(out))
-''')
+''').replace("{rendered}", repr(RENDERED)).replace("{fixtures}", repr(FIXTURES_READ))
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +132,7 @@ def loaded(tmp_path_factory):
         folder = tmp / f"q_{name}" / name
         folder.mkdir(parents=True)
         for file, text in files.items():
+            (folder / file).parent.mkdir(parents=True, exist_ok=True)
             (folder / file).write_text(text.format(name=name, number=number))
         (tmp / f"{name}.toml").write_text(f'[course]\nquestion_dirs = ["q_{name}"]\n')
     (tmp / "nowhere.toml").write_text('[course]\nquestion_dirs = ["no_such_folder"]\n')
@@ -103,6 +160,16 @@ def test_the_shipped_course_never_gets_a_course_folder_question(loaded):
     ("memory", ["a question named 'memory' exists already: rename the folder"]),
     ("config", ["reference.py would be shardlab.reference.config, which the package defines already"]),
     ("untitled", ["no template.md.j2"]),
+    ("twice", ["part id 13.1 is used twice"]),
+    ("samefunction", ["parts 14.1 and 14.2 both grade samefunction.double"]),
+    ("raises", ["reference.py line 8, in _half: ZeroDivisionError: division by zero"]),
+    ("undefined", ["template.md.j2 line 2: 'dict object' has no attribute 'nothing'"]),
+    ("noscenario", ["part 17.1 runs the scenario 'toy_run', but the folder has no scenario.py"]),
+    ("otherscenario", ["part 18.1 runs the scenario 'toy_run', which scenario.py does not register "
+                       "(it registers 'toy_other')"]),
+    ("shadow", ["scenario.py", "'fsdp_train'", "a shipped scenario's name: rename it"]),
+    ("fixturekey", ["submissions/typo/expect.toml has an unknown key 'zeros'"]),
+    ("fixturepart", ["submissions/wrong/expect.toml names no part of this course: 99.1, 99.2"]),
 ])
 def test_a_broken_folder_is_one_line_naming_it(loaded, name, words):
     tmp, out = loaded

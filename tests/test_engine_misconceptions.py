@@ -131,3 +131,22 @@ def test_a_bucket_closed_at_the_cap_is_named():
     assert _named(part, case)["closed at the cap"] == [[[3], [2], [1], [0]]]
     part, case = _call_case("4.1", "buckets", "assign_buckets", param_bytes=[100, 5000, 100], bucket_bytes=1000)
     assert "closed at the cap" not in _named(part, case)
+
+
+def test_the_result_records_the_named_mistake_and_the_kinds_of_failure_for_the_class_report():
+    """On 40 GB devices the GiB mix-up alone gives 26 (above): the result names it with the words the
+    feedback used; a right answer records nothing; a call that hung and one the budget stopped count apart."""
+    cfg = load_config(A100)
+    part, case = _case(STATE, 40 * 10**9)
+    part = part.for_course(cfg)
+    wrong = score_part(part, 1, [case], [part.expect(case)], [[Outcome(value=26)]])
+    gib = next(m for m in part.misconceptions if m.name == "GiB for GB")
+    assert wrong.misconceptions == [{"name": "GiB for GB", "message": gib.message}]
+    assert gib.message in wrong.feedback and wrong.failures == {"wrong value": 1}
+    right = score_part(part, 1, [case], [part.expect(case)], [[Outcome(value=28)]])
+    assert right.misconceptions == [] and right.failures == {}
+    hung = [Outcome(error="devices_needed(...) did not finish within 10 s"),
+            Outcome(error="did not finish: the grading's time budget ran out before it could run")]
+    stopped = score_part(part, 1, [case, case], [part.expect(case)] * 2, [[hung[0]], [hung[1]]])
+    assert stopped.failures == {"did not finish in time": 1, "stopped by the grading's time budget": 1}
+    assert stopped.misconceptions == []

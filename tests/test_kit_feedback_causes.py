@@ -96,9 +96,10 @@ def test_two_ranks_that_both_receive_first_are_named():
     assert "likely cause: ranks 0 and 1 each wait in a recv for the other's send" in text
 
 
-def _rank(all_reduces, layout=None, broadcasts=1, construction=1, state=None):
+def _rank(all_reduces, layout=None, broadcasts=1, construction=1, state=None, grads=None):
     return {"state": state or {"w": [1.0]}, "steps": [{"all_reduces": all_reduces, "other": [], "grads": 4}],
-            "broadcasts": broadcasts, "construction_collectives": construction, "layout_bytes": layout}
+            "broadcasts": broadcasts, "construction_collectives": construction, "layout_bytes": layout,
+            "grads": grads if grads is not None else [{"w": [0.5]}]}
 
 
 def test_the_all_reduces_are_counted_against_the_students_own_layout():
@@ -128,7 +129,7 @@ def test_the_layout_is_read_only_when_it_places_every_parameter_once():
 
 
 def test_training_apart_without_a_broadcast_is_named():
-    expected = {"w": [1.0]}
+    expected = {"state": {"w": [1.0]}, "grads": [{"w": [0.5]}], "buffers": []}
     right, apart = _rank([], state={"w": [1.0]}), _rank([], state={"w": [2.0]}, broadcasts=0, construction=0)
     assert checks.DDP_TRAINS_LIKE_ONE_PROCESS.problem(expected, [right, right]) is None
     why = checks.DDP_TRAINS_LIKE_ONE_PROCESS.problem(expected, [apart, apart])
@@ -137,3 +138,107 @@ def test_training_apart_without_a_broadcast_is_named():
     # a broadcast was made: the weights are wrong for another reason, said as before
     wrong = _rank([], state={"w": [2.0]})
     assert checks.DDP_TRAINS_LIKE_ONE_PROCESS.problem(expected, [wrong, wrong]).startswith("rank 0: 'w' differs")
+
+
+# ---- Task 4.5 step by step (issue 43): .grad after finish_gradient_synchronization() --------------
+
+ONE_PROCESS = {"state": {"w": [1.0, -2.0], "shift": [0.3]}, "grads": [{"w": [0.5, -0.25]}, {"w": [0.1, 0.2]}],
+               "buffers": ["shift"]}
+
+
+def _trained(grads, state=None):
+    return _rank([], state=state or {"w": [1.0, -2.0], "shift": [0.3]}, grads=grads)
+
+
+def test_gradients_off_by_a_factor_are_said_as_that_factor_whatever_the_final_weights():
+    twice = [{"w": [1.0, -0.5]}, {"w": [0.2, 0.4]}]
+    # the final weights are right (as AdamW nearly makes them): the gradients alone fail it
+    why = checks.DDP_TRAINS_LIKE_ONE_PROCESS.problem(ONE_PROCESS, [_trained(twice)] * 3)
+    assert why == ("step 1: your synchronized gradients are 2x the expected ones (every trainable "
+                   "parameter's .grad after finish_gradient_synchronization())")
+    # on two ranks the world size is 2 too: both causes are said, neither alone
+    why = checks.DDP_TRAINS_LIKE_ONE_PROCESS.problem(ONE_PROCESS, [_trained(twice)] * 2)
+    assert "2x the expected ones" in why and "summed over the ranks instead of averaged, or each gradient " \
+        "accumulated twice" in why
+    thrice = [{"w": [1.5, -0.75]}, {"w": [0.3, 0.6]}]
+    assert "3x the expected ones" in checks.DDP_TRAINS_LIKE_ONE_PROCESS.problem(ONE_PROCESS, [_trained(thrice)] * 3)
+    assert checks.DDP_TRAINS_LIKE_ONE_PROCESS.problem(ONE_PROCESS, [_trained(ONE_PROCESS["grads"])] * 2) is None
+
+
+def test_a_wrong_gradient_at_a_later_step_or_a_missing_one_is_named_by_step_rank_and_parameter():
+    later = [{"w": [0.5, -0.25]}, {"w": [0.1, 0.9]}]
+    why = checks.DDP_TRAINS_LIKE_ONE_PROCESS.problem(ONE_PROCESS, [_trained(ONE_PROCESS["grads"]), _trained(later)])
+    assert why.startswith("step 2: rank 1's 'w'.grad after finish_gradient_synchronization() differs from the "
+                          "one-process gradient of the mean loss over the whole batch by up to 0.7")
+    missing = [{"w": None}, {"w": [0.1, 0.2]}]
+    assert checks.DDP_TRAINS_LIKE_ONE_PROCESS.problem(ONE_PROCESS, [_trained(missing)] * 2) == (
+        "step 1: rank 0's 'w' has no .grad after finish_gradient_synchronization()")
+
+
+def test_a_buffer_never_broadcast_is_named_at_its_worst_rank():
+    own = {"w": [1.0, -2.0], "shift": [0.9]}
+    right = _trained(ONE_PROCESS["grads"])
+    ranks = [right, _trained(ONE_PROCESS["grads"], {**own, "shift": [0.5]}), _trained(ONE_PROCESS["grads"], own)]
+    why = checks.DDP_TRAINS_LIKE_ONE_PROCESS.problem(ONE_PROCESS, ranks)
+    assert why.startswith("rank 2: buffer 'shift' differs from rank 0's by up to 0.6")
+    assert "broadcast rank 0's buffers in __init__ as well as its parameters" in why
+    # rank 0's own buffer wrong: not a missing broadcast, so not named as one
+    ranks = [_trained(ONE_PROCESS["grads"], own)] * 2
+    assert "buffer" not in checks.DDP_TRAINS_LIKE_ONE_PROCESS.problem(ONE_PROCESS, ranks)
+
+
+def _overlap(all_reduces, order=(4, 3, 2, 1, 0)):
+    step = {"all_reduces": all_reduces, "other": [], "grads": len(order), "grad_order": list(order)}
+    return {"steps": [step], "layout": None}
+
+
+def test_each_bucket_starts_as_soon_as_it_is_complete():
+    """frozen_mlp at 256 bytes (docs/spec.md, question 4): the buckets [4, 3, 2] (220 bytes), [1] (40)
+    and [0] (240) are complete with gradients 3, 4 and 5; an all-reduce counts as soon as it starts
+    before the next gradient: grads_before at most 3, 4 and 5, outside finish_gradient_synchronization()."""
+    expected = {"layout": [[4, 3, 2], [1], [0]], "param_bytes": [240, 40, 160, 48, 12]}
+    on_time = [[220, 3, True, False], [40, 4, True, False], [240, 5, True, False]]
+    assert checks.DDP_OVERLAP.problem(expected, [_overlap(on_time)]) is None
+    # from a hook that runs before the gradient is accumulated: one gradient earlier still counts
+    assert checks.DDP_OVERLAP.problem(expected, [_overlap([[220, 2, True, False], *on_time[1:]])]) is None
+    late = [[220, 4, True, False], [40, 5, True, False], [240, 5, True, True]]
+    assert checks.DDP_OVERLAP.problem(expected, [_overlap(late)]) == (
+        "rank 0, step 1: the bucket of 220 bytes was complete with gradient 3 of 5, but its all-reduce started "
+        "only after gradient 4: start each bucket's all-reduce from the hook of its last gradient, before "
+        "backward produces the next one")
+    last_in_finish = on_time[:2] + [[240, 5, True, True]]
+    assert "the bucket of 240 bytes was complete with gradient 5 of 5, but its all-reduce started only inside " \
+        "finish_gradient_synchronization()" in checks.DDP_OVERLAP.problem(expected, [_overlap(last_in_finish)])
+    # all-reduces that follow no layout are Task 4.6's: here only one must start, async, during backward
+    assert checks.DDP_OVERLAP.problem(expected, [_overlap([[260, 4, True, False], [240, 5, True, False]])]) is None
+
+
+# ---- Task 2.7 step by step, 2.8 unit by unit (issue 43) ---------------------------------------------
+
+def test_fsdp_shards_are_judged_by_their_gradients_and_a_trainable_frozen_shard_is_named():
+    from shardlab.autograder.kit.checks import fsdp
+    # two units of 3 and 1 elements per rank; a frozen layer whose shard would hold 2
+    expected = {"state": {"w": [1.0]}, "shards": [[[[0.5, 0.25, 0.0], [1.0]]]], "frozen": {"fc2.weight": 2}}
+
+    def rank(*shards):
+        return {"state": {"w": [1.0]}, "grads": [[{"numel": len(g), "grad": g} for g in shards]]}
+    right = rank([1.0], [0.5, 0.25, 0.0])              # in another order: paired by size
+    assert fsdp.FSDP_TRAINS_LIKE_ONE_PROCESS.problem(expected, [right]) is None
+    assert fsdp.FSDP_TRAINS_LIKE_ONE_PROCESS.problem(expected, [rank([1.0, 0.5, 0.0], [2.0])]) == (
+        "step 1: your synchronized gradients are 2x the expected ones (each shard's .grad after "
+        "finish_gradient_synchronization())")
+    why = fsdp.FSDP_TRAINS_LIKE_ONE_PROCESS.problem(expected, [rank([0.5, 0.25, 0.0], [1.0], [0.1, 0.2])])
+    assert why.startswith("step 1: rank 0: a trainable shard of 2 elements, the size of frozen 'fc2.weight''s shard")
+    # another layout (weight and bias apart): 2.9's to judge, only the final weights here
+    assert fsdp.FSDP_TRAINS_LIKE_ONE_PROCESS.problem(expected, [rank([0.5, 0.25], [1.0])]) is None
+
+
+def test_a_shard_over_its_units_share_fails_storage_even_within_the_total():
+    from shardlab.autograder.kit.checks import fsdp
+    expected = {"budget": 169, "units": 1, "shares": [35, 20, 8]}
+    steps = [[["all_gather_single", "forward", 0, True, 1]]]
+    value = {"stored": 128, "steps": steps, "grads": [[{"numel": n, "grad": None} for n in (40, 24, 8)]]}
+    assert fsdp.FSDP_STORAGE.problem(expected, [value]).startswith(
+        "rank 0: a shard of 40 elements where a unit's share is at most 35")
+    value["grads"] = [[{"numel": n, "grad": None} for n in (35, 20, 8)]]
+    assert fsdp.FSDP_STORAGE.problem(expected, [value]) is None

@@ -46,14 +46,23 @@ def test_batch_writes_gradebook_results_and_feedback_and_resumes(tmp_path):
     finally:
         service.close()
     assert once["status"] == "ok" and not once.get("retry") and once["no_submission"] == NO_ASSIGNMENTS
+    assert once["refused"]                              # exit 4: a 0 for what it holds, scored as on Gradescope
     assert rows["alice"]["status"] == "ok" and float(rows["alice"]["total"]) >= float(rows["alice"]["max_score"])
     assert rows["alice"]["1.3"] == "2" and rows["bob"]["1.3"] == "0"
     assert rows["bob"]["status"] == "ok" and rows["bob"]["total"] == "0"
     assert rows["carol"]["status"] == "error" and "neither a folder nor a zip" in rows["carol"]["error"]
+    assert rows["carol"]["total"] == ""                 # the instructor's wrong path (exit 2): never a 0
     report = json.loads((out / "results" / "alice.json").read_text())
     assert report["score"] >= report["max_score"] > 0
     assert "**Score:" in (out / "feedback" / "alice.md").read_text()
     assert "Could not grade" in (out / "feedback" / "carol.md").read_text()
+    # the class report beside the gradebook (tests/test_publish_class_report.py checks what it counts)
+    from shardlab.autograder.publish import class_report
+    summary = json.loads((out / class_report.REPORT_JSON).read_text())
+    assert summary["submissions"] == 4 and [e["name"] for e in summary["operations"]["error_rows"]] == ["carol"]
+    assert [e["name"] for e in summary["operations"]["empty_uploads"]] == ["dave"]
+    assert summary["operations"]["grading_seconds"]["measured"] == 3
+    assert "Class report" in (out / class_report.REPORT_HTML).read_text()
 
     before = {p.name: p.stat().st_mtime_ns for p in (out / "results").iterdir()}
     r = run_cli(*args, "--resume", timeout=120)
@@ -206,12 +215,13 @@ def test_resume_regrades_what_changed_and_the_error_rows(tmp_path, fake_grader):
     (tmp_path / "ann" / "assignments" / "buckets.py").write_text("x = 4\n")
     assert resumed() == ["ann"]
 
-    other = tmp_path / "other.toml"                                    # a fresh run of ann alone, another course
+    other = tmp_path / "other.toml"                                    # every student again, another course
     other.write_text(TINY + "seed = 7\n")
-    batch.grade_many(paths[:1], out, str(other))
+    batch.grade_many(paths, out, str(other))
+    (tmp_path / "ann" / "assignments" / "buckets.py").write_text("x = 5\n")
     calls.clear()
     batch.grade_many(paths, out, str(other), resume=True)
-    assert sorted(name for name, _ in calls) == ["ben.zip", "cat"]     # their results were the first course's
+    assert sorted(name for name, _ in calls) == ["ann"]                # the others were graded against it
 
 
 def test_a_submissions_digest_is_its_bytes_and_its_files_names(tmp_path):
@@ -272,3 +282,71 @@ def test_resuming_against_another_course_is_one_line_from_the_command(tmp_path, 
     done = run_cli("grade", *paths, "--out", str(tmp_path / "out"), "--resume", "--config", str(other), timeout=120)
     assert_one_line_error(done, "graded against another course")
     assert json.loads((tmp_path / "out" / "batch.json").read_text())["course"]["sha256"] == _sha(course)
+
+
+# ---- a re-grade into a folder holding a batch merges into it or refuses, and says which ----
+
+def _rows(out) -> list[str]:
+    return sorted(r["submission"] for r in csv.DictReader((out / "gradebook.csv").open()))
+
+
+def _written_names(out) -> set[str]:
+    return {line[3:] for f in (out / "written").glob("*.md") for line in f.read_text().splitlines()
+            if line.startswith("## ")}
+
+
+def test_a_regrade_of_some_students_merges_into_the_batch_and_says_so(tmp_path, fake_grader):
+    calls, _ = fake_grader
+    paths, course = _class(tmp_path)
+    out = tmp_path / "out"
+    batch.grade_many(paths, out, str(course))
+    assert _rows(out) == ["ann", "ben"]
+    first_ben = (out / "results" / "ben.json").read_text()
+    calls.clear()
+    notes = []
+    results = batch.grade_many(paths[:1], out, str(course), say=notes.append)   # ann re-graded alone
+    assert calls == [("ann", str(course))]
+    assert _rows(out) == ["ann", "ben"] and sorted(results) == ["ann", "ben"]
+    assert (out / "results" / "ben.json").read_text() == first_ben              # ben's row kept as graded
+    assert _written_names(out) == {"ann", "ben"}
+    assert len(notes) == 1 and notes[0].startswith(f"merging into {out}") and "all 2" in notes[0]
+
+
+def test_a_regrade_against_another_course_refuses_to_drop_rows_or_regrades_them_all(tmp_path, fake_grader):
+    calls, _ = fake_grader
+    paths, course = _class(tmp_path)
+    out = tmp_path / "out"
+    batch.grade_many(paths, out, str(course))
+    other = tmp_path / "other.toml"
+    other.write_text(TINY.replace("Tiny", "Other"))
+    before = (out / "gradebook.csv").read_text()
+    calls.clear()
+    with pytest.raises(ShardlabError, match=r"does not grade 1 of its 2 submissions \(ben\).*new --out") as err:
+        batch.grade_many(paths[:1], out, str(other))
+    assert "\n" not in str(err.value) and "Tiny course" in str(err.value)
+    assert calls == [] and (out / "gradebook.csv").read_text() == before      # refused before grading
+    notes = []
+    batch.grade_many(paths, out, str(other), say=notes.append)                 # every student: graded again
+    assert _rows(out) == ["ann", "ben"] and "grades all 2 of its submissions again" in notes[0]
+    assert json.loads((out / "batch.json").read_text())["course"]["name"] == "Other course"
+
+
+def test_a_folder_of_an_older_grader_is_merged_into_only_by_grading_it_all(tmp_path, fake_grader):
+    paths, course = _class(tmp_path)
+    out = tmp_path / "out"
+    batch.grade_many(paths, out, str(course))
+    (out / "batch.json").unlink()
+    with pytest.raises(ShardlabError, match=r"no readable batch.json.*\(ben\)"):
+        batch.grade_many(paths[:1], out, str(course))
+    assert _rows(out) == ["ann", "ben"]
+
+
+def test_the_command_says_it_merges(tmp_path, fake_grader):
+    paths, course = _class(tmp_path)
+    batch.grade_many(paths, tmp_path / "out", str(course))
+    (tmp_path / "cat" / "assignments").mkdir(parents=True)
+    done = run_cli("grade", str(tmp_path / "cat"), "--out", str(tmp_path / "out"), "--config", str(course),
+                   timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"merging into {tmp_path / 'out'}" in done.stderr and "all 3" in done.stderr
+    assert _rows(tmp_path / "out") == ["ann", "ben", "cat"]

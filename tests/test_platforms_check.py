@@ -210,3 +210,36 @@ def test_a_declaration_the_course_cannot_fill_is_one_line(roomy):
         Fixture(**{**vars(gib), "mistakes": {"1.4": "GiB"}}).on(roomy)
     with pytest.raises(ShardlabError, match=r"cannot be filled from the course: AttributeError"):
         Fixture(**{**vars(gib), "failing": {"1.4": ("on {cfg.gpu.nickname}",)}}).on(roomy)
+
+
+# A course where 'GiB for GB' loses groups of 1.4 but cannot be named in its feedback: on every failure
+# the feedback shows, another known mistake of 1.4 gives the same number (found by
+# tests/test_engine_check_applicability.py's random courses; `parts.alternatives` then names neither).
+UNNAMED = """
+[course]
+questions = ["memory"]
+[hardware."Trillium"]
+capacity_bytes = 32e9
+flops_per_second = 9.18e14
+[model]
+d_model = 13568
+d_ff = 27136
+num_blocks = 96
+[memory]
+tokens_per_device = 1024
+gpu = "H200"
+fsdp_device = "Trillium"
+"""
+
+
+@pytest.mark.sandbox
+def test_a_mistake_that_cannot_be_named_is_not_applicable_not_a_failure(tmp_path):
+    from shardlab.autograder.selfcheck import named_in_feedback
+    (tmp_path / "course.toml").write_text(UNNAMED)
+    cfg = load_config(tmp_path / "course.toml")
+    gib = next(f for f in fixtures(cfg) if f.name == "gib_for_gb")
+    assert not named_in_feedback(cfg, "1.4", gib.mistake("1.4")) and gib.failing["1.4"]
+    row = check_fixture(cfg, gib, FAST)
+    assert row.ok, row.problems
+    assert "'GiB for GB' cannot be named" in row.not_applicable
+    assert row.report.part("1.4").score < row.report.part("1.4").max_score      # the mistake still costs

@@ -159,7 +159,7 @@ def test_the_scores_never_turn_a_grader_failure_into_a_students_number():
     results = {
         "submission_1001": ok,
         "submission_1002": {**ok, "internal_errors": [{"part": "2.7", "error": "harness"}]},
-        "submission_1003": {"status": "error", "error": "status 2: holds no assignments/", "refused": True},
+        "submission_1003": {"status": "error", "error": "unpacks to more than 50 MiB", "refused": True},
         "submission_1004": {"status": "error", "error": "grading took longer than 900 s"},
     }
     text, unscored = gx.scores_csv(subs, results)
@@ -171,6 +171,50 @@ def test_the_scores_never_turn_a_grader_failure_into_a_students_number():
     assert cells[("ada@example.org", "1003")] == ("0", "57", "Graded")         # not gradable: 0, as on Gradescope
     assert cells[("alan@example.org", "1004")] == ("", "57", "Ungraded")       # the grader failed
     assert unscored == ["submission_1002", "submission_1004"]
+
+
+class _Answering:
+    """A grading service that answers every grading with one child's exit status and output."""
+
+    def __init__(self, returncode, stdout="", stderr=""):
+        self.reply = {"returncode": returncode, "stdout": stdout, "stderr": stderr}
+
+    def run(self, argv, timeout):
+        return dict(self.reply)
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize("returncode, stderr", [
+    (2, "error: the course config /c.toml is missing"),             # the instructor's set-up, not the upload
+    (2, "error: grading refused: the course requires the full jail"),
+    (3, "internal error: KeyError: 'x' (set SHARDLAB_DEBUG=1 for a traceback)"),
+    (-9, ""),                                                        # the child killed
+])
+def test_a_child_graders_failure_is_an_error_row_never_a_zero(returncode, stderr):
+    """Only a report printed by the child scores; a usage or config error (exit 2), an internal
+    error (3) or a killed child is an error row with its reason, unscored in the re-grade's CSV."""
+    from shardlab.autograder.platforms import batch
+    row = batch.grade_supervised("sub", None, _Answering(returncode, "", stderr))
+    assert row["status"] == "error" and not row.get("refused") and f"status {returncode}" in row["error"]
+    assert row["retry"] == (returncode != 2)                       # a config error is the same again
+    subs = gx.parse_metadata(METADATA, "x")
+    text, unscored = gx.scores_csv(subs, {s.key: row for s in subs})
+    assert {r["Total Score"] for r in csv.DictReader(text.splitlines())} == {""}
+    assert unscored == [s.key for s in subs]
+
+
+@pytest.mark.pure
+def test_a_refused_upload_is_a_graded_zero_with_its_sentence():
+    """Exit 4 with the report of 0 and its sentence (`errors.SubmissionRefused`): an ok row, refused, scored 0."""
+    from shardlab.autograder.platforms import batch
+    sentence = "submission refused: assignments/x.py is a symbolic link (only plain files and folders are accepted)"
+    report = {"score": 0.0, "max_score": 57.0, "questions": [], "no_submission": sentence, "internal_errors": []}
+    row = batch.grade_supervised("sub", None, _Answering(4, json.dumps(report) + "\n"))
+    assert row["status"] == "ok" and row["refused"] and row["no_submission"] == sentence and not row.get("retry")
+    subs = gx.parse_metadata(METADATA, "x")
+    text, unscored = gx.scores_csv(subs, {s.key: row for s in subs})
+    assert {(r["Total Score"], r["Status"]) for r in csv.DictReader(text.splitlines())} == {("0", "Graded")}
+    assert unscored == []
 
 
 @pytest.mark.pure

@@ -41,7 +41,9 @@ def test_wrong_layouts_lose_4_1_as_declared(cfg, fixture):
 
 def test_trace_of_one_step_by_hand(sessions):
     """frozen_mlp, 256-byte cap: reverse order 12 + 48 + 160 = 220 bytes (after
-    3 gradients), then 40 (4th), then 240 (5th); the frozen fc2 is never sent."""
+    3 gradients), then 40 (4th), then 240 (5th), none inside finish_gradient_synchronization();
+    the frozen fc2 is never sent. Its trainable parameters are fc1.weight (0), fc1.bias (1),
+    fc3.weight (2), head.weight (3), head.bias (4): backward reaches head first, fc1 last."""
     from shardlab.autograder.core.parts import Call
     call = Call("buckets", "ddp_train", dict(world_size=2, model="frozen_mlp", bucket_size_mb=256 / 2**20,
                                               optimizer="sgd", steps=2, seed=3))
@@ -50,7 +52,31 @@ def test_trace_of_one_step_by_hand(sessions):
     per_rank = run.outcomes[0].value
     for rank in per_rank:
         for step in rank["steps"]:
-            assert step == {"all_reduces": [[220, 3, True], [40, 4, True], [240, 5, True]],
+            order = step.pop("grad_order")
+            assert sorted(order[:2]) == [3, 4] and order[2:] == [2, 1, 0]
+            assert step == {"all_reduces": [[220, 3, True, False], [40, 4, True, False], [240, 5, True, False]],
                             "other": [], "grads": 5}
+        assert [sorted(g) for g in rank["grads"]] == [["fc1.bias", "fc1.weight", "fc3.weight", "head.bias",
+                                                       "head.weight"]] * 2
     assert per_rank[0]["state"] == per_rank[1]["state"]
+    assert_nothing_left(sessions)
+
+
+RACY = [f for f in DDP_FIXTURES if f.name in ("ddp_reads_before_wait", "ddp_grads_accumulated_twice")]
+
+
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("fixture", RACY, ids=lambda f: f.name)
+def test_racy_submissions_grade_the_same_every_time(cfg, sessions, fixture):
+    """Where the student's code could race (a bucket read before its all-reduce is waited for;
+    an all-reduce started from a hook while autograd still accumulates into its bucket), the
+    trusted half settles it one way: three gradings of the same files give one score and one
+    feedback (docs/trust.md)."""
+    from shardlab.autograder.selfcheck import assembled
+    seen = set()
+    with assembled(fixture) as root:
+        for _ in range(3):
+            result = grade_part_ids(root, cfg, ("4.5",))["4.5"]
+            seen.add((result.score, result.feedback))
+    assert len(seen) == 1, seen
     assert_nothing_left(sessions)

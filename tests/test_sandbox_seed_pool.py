@@ -86,3 +86,31 @@ def test_each_grading_process_draws_its_own_key(fresh_pool):
     drawn = [int(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                                 timeout=120, check=True).stdout) for _ in range(12)]
     assert set(drawn) <= set(with_keys) and len(set(drawn)) > 1, drawn
+
+
+def _submission(root, text: str):
+    (root / "assignments").mkdir(parents=True, exist_ok=True)
+    (root / "assignments" / "buckets.py").write_text(text)
+    return root
+
+
+@pytest.mark.pure
+def test_the_same_files_pick_the_same_key_in_every_process(fresh_pool, tmp_path):
+    """Issue 43: grading the same submission again gives the same data, so the same score and
+    feedback; files that differ pick keys spread over the pool, which no student can predict."""
+    root = _submission(tmp_path / "one", "x = 1\n")
+    key = seeds.submission_key(root)
+    code = ("from pathlib import Path\nfrom shardlab.autograder.sandbox.gloo.seeds import submission_key\n"
+            f"print(submission_key(Path({str(root)!r})))")
+    env = {**os.environ, "SHARDLAB_CACHE_DIR": str(fresh_pool)}
+    others = {int(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                 timeout=120, check=True).stdout) for _ in range(2)}
+    assert others == {key}
+    picked = {seeds.submission_key(_submission(tmp_path / f"v{i}", f"x = {i}\n")) for i in range(40)}
+    assert len(picked) > 1 and picked <= set(range(seeds.POOL_SIZE))
+    with seeds.submission_pool_key(root):
+        assert seeds.seeds_in_use() == f"key {key}"
+        with seeds.pool_key((key + 1) % seeds.POOL_SIZE), seeds.submission_pool_key(root):
+            assert seeds.seeds_in_use() == f"key {(key + 1) % seeds.POOL_SIZE}"     # a chosen key stands
+    with seeds.public_seeds(), seeds.submission_pool_key(root):
+        assert seeds.seeds_in_use() == "public"

@@ -48,7 +48,7 @@ MODULES = (
     ("question.py", "shardlab.autograder.questions.{name}"),
 )
 REQUIRED = ("question.py", "reference.py")        # a folder without them is no question
-SOLUTION, TEMPLATE, FIXTURES = "solution.py", "template.md.j2", "submissions"
+SOLUTION, TEMPLATE, FIXTURES, SCENARIO = "solution.py", "template.md.j2", "submissions", "scenario.py"
 # what the otter zip carries of a folder: never the solution, nor the wrong submissions built on it
 GRADER_FILES = ("question.py", "reference.py", "scenario.py", "checks.py")
 
@@ -102,6 +102,8 @@ def load_folder(folder: QuestionFolder) -> dict[str, ModuleType]:
     """Import the folder's modules (MODULES, those present) under their names, once per process:
     {file: module}. Nothing is loaded when one of the names is the package's own."""
     present = [(file, folder.module_name(file)) for file, _ in MODULES if folder.file(file).is_file()]
+    if folder.file(SCENARIO).is_file():      # the kit's scenarios first: a name of theirs fails to register
+        importlib.import_module("shardlab.autograder.kit.scenarios").load_all()
     for file, name in present:
         known = LOADED.get(name)
         if known == folder.file(file):

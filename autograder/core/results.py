@@ -14,6 +14,9 @@ from shardlab.autograder.core import content
 
 INTERNAL_ERROR = "internal-error"
 """A PartResult's status when the grader failed on the part, not the student."""
+BUDGET_STOP = "stopped by the grading's time budget"
+"""A failed case's kind (PartResult.failures) when the grading's budget ([grading] budget_seconds)
+ran out before its call finished or could start: a hang somewhere in the submission, not in this case."""
 
 
 def points_text(points: float) -> str:
@@ -93,7 +96,13 @@ class PartResult:
     the drawn parts (`Part.drawn`), one traced step of the
     student's first graded run, {"stem", "kind", "title", "summary", "events": per
     rank, "ideal"} (`timelines.drawing.timeline`), None if that run failed; the front ends draw
-    it beside the feedback (`batch.draw_report_timelines`)."""
+    it beside the feedback (`batch.draw_report_timelines`);
+    misconceptions: the part's named mistakes that explain one of its failed
+    cases, [{"name", "message"}] (the message as the feedback words it), in
+    the order first met; failures: how many of its cases failed, by kind
+    (`untrusted`'s FAILURE_KINDS and PROBLEM_KINDS, and BUDGET_STOP). Both are
+    for the class report (`publish.class_report`), never shown to the student
+    beyond the feedback that already says them."""
 
     id: str
     title: str
@@ -105,6 +114,8 @@ class PartResult:
     status: str = "ok"
     groups: list[GroupResult] = field(default_factory=list)
     timeline: dict | None = None
+    misconceptions: list[dict[str, str]] = field(default_factory=list)
+    failures: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -132,7 +143,9 @@ class Report:
     the student's text, shown only through `sandbox.untrusted`). An upload
     with no assignments/ folder to grade has `no_submission`, the one
     sentence saying what was expected (every part 0, its feedback that
-    sentence: `grading.unsubmitted_report`); "" for every other report."""
+    sentence: `grading.unsubmitted_report`); "" for every other report.
+    grading_seconds: the wall-clock seconds `grading.grade_path` took, opening
+    the upload to the last score (None: not measured)."""
 
     submission: str
     score: float
@@ -146,6 +159,7 @@ class Report:
     written: dict[str, str] = field(default_factory=dict)   # manual part id -> the answer in writeup.md
     course: dict[str, str] = field(default_factory=dict)    # course_stamp(cfg)
     no_submission: str = ""
+    grading_seconds: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)

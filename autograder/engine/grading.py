@@ -21,26 +21,29 @@ normally. Every report also says which walls isolated the student's code
 """
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 from shardlab.autograder.engine.answer_sheet import SHEET_TITLE, grade_answers, sheet_parts
 from shardlab.autograder.kit.comparison import public_feedback, show_value
-from shardlab.autograder.core.parts import Call, Case, Part, alternatives
+from shardlab.autograder.core.parts import Call, Case, Misconception, Part, alternatives
 from shardlab.autograder.core.phases import mark, phase
 from shardlab.autograder.engine.plan import case_groups, expected_or_error, group_points, part_cases
 from shardlab.autograder.engine.probes import PROBES, starts, traces
-from shardlab.autograder.core.results import (INTERNAL_ERROR, GroupResult, PartResult, QuestionResult, Report,
-                                                course_stamp, internal_error_result, points_text)
-from shardlab.autograder.engine.submission import NotASubmission, open_submission
+from shardlab.autograder.core.results import (BUDGET_STOP, INTERNAL_ERROR, GroupResult, PartResult, QuestionResult,
+                                                Report, course_stamp, internal_error_result, points_text)
+from shardlab.autograder.engine.submission import open_submission
 from shardlab.autograder.kit.timelines.drawing import timeline
 from shardlab.autograder.engine.writeup import read_writeup, writeup_prompts, written_feedback
-from shardlab.autograder.core.errors import ShardlabError
+from shardlab.autograder.core.errors import ShardlabError, SubmissionRefused
 from shardlab.autograder.questions import all_parts, check_points_config, part_points, questions, registered
 from shardlab.autograder.sandbox import leftovers, untrusted
+from shardlab.autograder.sandbox.gloo.seeds import submission_pool_key
 from shardlab.autograder.sandbox.process import Limits, Outcome
 from shardlab.autograder.sandbox.walls import required_walls
 
@@ -58,19 +61,36 @@ def _shown(case: Case, call: Call) -> str:
     return call.show() if case.public else f"a hidden case of {call.function} ({case.group})"
 
 
-def _judge_case(part: Part, case: Case, expected: list, got: list[Outcome]) -> tuple[str, str, str | None] | None:
-    """None if the case passes, else (where, what, kind): the line of feedback
-    is "where: what"; kind is the failure's kind for an error (None for a
-    wrong value). The student's words (errors, returned values) appear only
-    in public cases, cleaned and capped; a hidden case says only the kind of
-    failure (`sandbox.untrusted`)."""
+class Failure(NamedTuple):
+    """One failed case: the feedback line is "where: what"; error_kind is the
+    kind of a call's error (None for a wrong value); kind is the failure's kind
+    for the class report (`PartResult.failures`); mistake is the named
+    misconception the wrong value matches, when it is the one explanation."""
+
+    where: str
+    what: str
+    error_kind: str | None
+    kind: str
+    mistake: Misconception | None = None
+
+
+def _error_kind(error: str) -> str:
+    """A failed call's kind: `untrusted.failure_kind`, or BUDGET_STOP when the
+    grading's budget ran out (`sandbox.process`'s words for it)."""
+    return BUDGET_STOP if "time budget ran out" in error else untrusted.failure_kind(error)
+
+
+def _judge_case(part: Part, case: Case, expected: list, got: list[Outcome]) -> Failure | None:
+    """None if the case passes, else its Failure. The student's words (errors,
+    returned values) appear only in public cases, cleaned and capped; a hidden
+    case says only the kind of failure (`sandbox.untrusted`)."""
     for call, exp, out in zip(case.calls, expected, got):
         where = _shown(case, call)
         if out.error is not None:
             kind = untrusted.failure_kind(out.error)
             # the probe's own errors name the call ("f(x=1) did not finish ..."): said once
             said = out.error.removeprefix(f"{call.show()} ") if case.public else out.error
-            return where, untrusted.one_line(said) if case.public else kind, kind
+            return Failure(where, untrusted.one_line(said) if case.public else kind, kind, _error_kind(out.error))
         problem = part.compare.problem(exp, out.value)
         if problem is None:
             continue
@@ -78,14 +98,26 @@ def _judge_case(part: Part, case: Case, expected: list, got: list[Outcome]) -> t
         # or a mistake and the right answer, would both give gets the plain expected/got
         matching = [mis for mis, alt in alternatives(part, case, expected)
                     if all(part.compare(a, o.value) for a, o in zip(alt, got))]
-        mistake = matching[0].message if len(matching) == 1 else None
+        mistake = matching[0] if len(matching) == 1 else None
+        words = mistake.message if mistake else None
         if case.public:
             what = public_feedback(untrusted.one_line(problem), exp,
-                                   untrusted.one_line(show_value(out.value), VALUE_CAP), case.note, mistake)
+                                   untrusted.one_line(show_value(out.value), VALUE_CAP), case.note, words)
         else:
-            what = untrusted.problem_kind(problem) + (f" — this {mistake}" if mistake else "")
-        return where, what, None
+            what = untrusted.problem_kind(problem) + (f" — this {words}" if words else "")
+        return Failure(where, what, None, untrusted.problem_kind(problem), mistake)
     return None
+
+
+def _failure_counts(judged: list[Failure]) -> tuple[list[dict[str, str]], dict[str, int]]:
+    """(PartResult.misconceptions, PartResult.failures) of a part's failed cases."""
+    named: dict[str, str] = {}
+    kinds: dict[str, int] = {}
+    for failure in judged:
+        if failure.mistake is not None:
+            named.setdefault(failure.mistake.name, failure.mistake.message)
+        kinds[failure.kind] = kinds.get(failure.kind, 0) + 1
+    return [{"name": n, "message": m} for n, m in named.items()], kinds
 
 
 def score_part(part: Part, points: float, cases: list[Case], expected: list[list],
@@ -98,8 +130,8 @@ def score_part(part: Part, points: float, cases: list[Case], expected: list[list
     groups = [GroupResult(name, share if all(failures[k] is None for k in members) else 0.0, share,
                           any(cases[k].public for k in members))
               for (name, members), share in zip(named, group_points(points, len(named)))]
-    public = {what for case, (_, what, _) in judged if case.public}
-    kinds = {kind for _, (_, _, kind) in judged}
+    public = {f.what for case, f in judged if case.public}
+    kinds = {f.error_kind for _, f in judged}
     if not judged:
         feedback = f"All {len(cases)} cases passed."
         score = points
@@ -110,13 +142,15 @@ def score_part(part: Part, points: float, cases: list[Case], expected: list[list
     else:
         score = round(points * sum(g.score == g.max_score for g in groups) / len(groups), 9)
         missed = [g.name for g in groups if g.score < g.max_score]
-        shown = [f"{where}: {what}" for _, (where, what, _) in judged[:MAX_FAILURES_SHOWN]]
+        shown = [f"{f.where}: {f.what}" for _, f in judged[:MAX_FAILURES_SHOWN]]
         more = len(judged) - len(shown)
         named_missed = "; ".join(missed[:MAX_FAILURES_SHOWN]) + ("; …" if len(missed) > MAX_FAILURES_SHOWN else "")
         feedback = (f"{len(judged)} of {len(cases)} cases failed, in {len(missed)} of {len(groups)} case groups "
                     f"({named_missed}): {points_text(score)} of {points_text(points)} points. " + " | ".join(shown)
                     + (f" | and {more} more" if more else ""))
-    return PartResult(part.id, part.title, score, points, feedback, part.kind, part.bonus, groups=groups)
+    mistakes, counts = _failure_counts([f for _, f in judged])
+    return PartResult(part.id, part.title, score, points, feedback, part.kind, part.bonus, groups=groups,
+                      misconceptions=mistakes, failures=counts)
 
 
 def _run_probes(root: Path, cases: dict[str, list[Case]], limits: Limits,
@@ -143,7 +177,7 @@ def _run_probes(root: Path, cases: dict[str, list[Case]], limits: Limits,
         batches[probe] = (calls, slices, parts)
     # the probes are separate sandboxes that mostly wait: run them side by side
     with ThreadPoolExecutor(max_workers=len(batches) or 1) as pool:
-        runs = {probe: pool.submit(_run_probe, probe, str(root), calls, limits,
+        runs = {probe: pool.submit(contextvars.copy_context().run, _run_probe, probe, str(root), calls, limits,
                                    frozenset(k for key, s in slices.items() if key in traced
                                              for k in range(s.start, s.stop)))
                 for probe, (calls, slices, _) in batches.items()}
@@ -179,6 +213,14 @@ def _score_or_error(part: Part, points: float, cases, expected, outcomes) -> Par
 
 
 def grade_parts(root: Path, cfg, parts: list[Part], limits: Limits = Limits()):
+    """`_grade_parts` with the data seed key the submission's files pick
+    (`seeds.submission_pool_key`): the same files get the same runs' data, so the
+    same score and feedback, in every grading process."""
+    with submission_pool_key(root):
+        return _grade_parts(root, cfg, parts, limits)
+
+
+def _grade_parts(root: Path, cfg, parts: list[Part], limits: Limits = Limits()):
     """Grade some auto parts of one submission. The probes' slow start-up
     (`prepare`: the gloo fork server importing torch) begins first; the
     student's calls then run while a thread computes the expected values (the
@@ -204,7 +246,8 @@ def grade_parts(root: Path, cfg, parts: list[Part], limits: Limits = Limits()):
         with phase("expected values", lane="reference"):
             return {p.id: expected_or_error(cfg, p.id) for p in parts}
     with ThreadPoolExecutor(max_workers=1) as pool:
-        expected = pool.submit(expected_values)
+        # in this grading's context: its data seed key (`grade_parts`)
+        expected = pool.submit(contextvars.copy_context().run, expected_values)
         outcomes, failed, output, printed = _run_probes(
             root, {pid: c for pid, c in cases.items() if pid not in unstarted}, limits,
             frozenset(drawn.items()))
@@ -286,18 +329,22 @@ def grade_folder(root: Path, cfg, limits: Limits = Limits(), label: str | None =
 
 
 def grade_path(path: str | Path, cfg, limits: Limits = Limits(), student_id=None) -> Report:
-    """Grade a folder or zip submission. An upload with no assignments/
-    folder to grade (none, or several: `submission.NotASubmission`) is the
-    student's and scores 0 with one sentence (`unsubmitted_report`); nothing
-    at `path`, a file that is no zip, or an upload staging refuses (a link,
-    a path outside, too big) raises ShardlabError."""
+    """Grade a folder or zip submission. An upload refused for what it holds
+    (`errors.SubmissionRefused`: no single assignments/ folder, an unreadable
+    zip, a link, a path outside, too big) is the student's and scores 0 with
+    its one sentence (`unsubmitted_report`), as on Gradescope; nothing at
+    `path`, or a file that is neither a folder nor a zip (the instructor's
+    wrong path), raises ShardlabError."""
     mark("grader imported")
     leftovers.sweep_dead()          # what graders killed before they could clean up left behind
+    began = time.monotonic()
     try:
         with open_submission(path) as root:
-            return grade_folder(root, cfg, limits, label=str(path), student_id=student_id)
-    except NotASubmission as exc:       # raised only while opening, before any grading
-        return unsubmitted_report(cfg, str(exc), label=str(path))
+            report = grade_folder(root, cfg, limits, label=str(path), student_id=student_id)
+    except SubmissionRefused as exc:    # the upload's own: opening it, or staging it again in a sandbox
+        report = unsubmitted_report(cfg, str(exc), label=str(path))
+    report.grading_seconds = round(time.monotonic() - began, 3)
+    return report
 
 
 def unsubmitted_report(cfg, sentence: str, label: str) -> Report:

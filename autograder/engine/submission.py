@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from shardlab.autograder.core.errors import ShardlabError
+from shardlab.autograder.core.errors import ShardlabError, SubmissionRefused
 from shardlab.autograder.sandbox import leftovers
 from shardlab.autograder.sandbox.staging import MAX_BYTES, kind_of, refusal, stage
 from shardlab.autograder.sandbox.untrusted import one_line
@@ -40,7 +40,7 @@ NO_ASSIGNMENTS = ("the upload holds no assignments/ folder: upload the starter k
                   "with assignments/ inside")
 
 
-class NotASubmission(ShardlabError):
+class NotASubmission(SubmissionRefused):
     """An upload with no assignments/ folder to grade (none, or more than
     one): a student's bad upload. Its message is the one sentence the
     student reads (`no_assignments_sentence`); `grading.grade_path` scores
@@ -121,13 +121,13 @@ def _check_zip(path: Path, members: list[zipfile.ZipInfo], into: Path) -> None:
     """Refuse a zip that is too big, writes outside `into` or holds anything
     but files and folders (the mode a Unix zip keeps in external_attr)."""
     if len(members) > MAX_ZIP_MEMBERS:
-        raise ShardlabError(f"submission {path} holds more than {MAX_ZIP_MEMBERS} files")
+        raise SubmissionRefused(f"submission {path} holds more than {MAX_ZIP_MEMBERS} files")
     if sum(m.file_size for m in members) > MAX_UNPACKED_BYTES:
-        raise ShardlabError(f"submission {path} unpacks to more than {MAX_UNPACKED_BYTES // 2**20} MiB")
+        raise SubmissionRefused(f"submission {path} unpacks to more than {MAX_UNPACKED_BYTES // 2**20} MiB")
     for m in members:
         target = (into / m.filename).resolve()
         if not target.is_relative_to(into.resolve()):
-            raise ShardlabError(f"submission {path} has an unsafe path: {one_line(m.filename, 200)}")
+            raise SubmissionRefused(f"submission {path} has an unsafe path: {one_line(m.filename, 200)}")
         kind = stat.S_IFMT(m.external_attr >> 16)
         if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
             raise refusal(m.filename.rstrip("/"), f"is {kind_of(kind)}")

@@ -9,7 +9,7 @@ from typing import Any, Callable
 import numpy as np
 
 
-def _per_rank(got, key: str | None) -> list | str:
+def per_rank_values(got, key: str | None) -> list | str:
     """Each rank's value of `key` (its whole result dict for key None), or a reason."""
     if not isinstance(got, list) or not got:
         return "returned no per-rank results"
@@ -29,47 +29,76 @@ def _rank_count(expected, values: list, per_rank: bool) -> str | None:
     return None
 
 
+def excess(expected, got, atol: float, rtol: float) -> float:
+    """How far `got` lies beyond |got - expected| <= atol + rtol * |expected| at its worst entry
+    (0.0 within it; inf for another shape, a non-finite or a non-numeric value)."""
+    try:
+        e, g = np.asarray(expected, dtype=np.float64), np.asarray(got, dtype=np.float64)
+    except (TypeError, ValueError):
+        return float("inf")
+    if e.shape != g.shape or not np.all(np.isfinite(g)):
+        return float("inf")
+    return float(np.max(np.abs(g - e) - (atol + rtol * np.abs(e)), initial=0.0))
+
+
+def constant_factor(pairs: list[tuple[Any, Any]], atol: float, rtol: float) -> float | None:
+    """The c with every `got` = c * `expected` within the tolerance (`excess`), over all
+    (expected, got) pairs, or None: c is the least-squares fit, then checked entry by entry."""
+    try:
+        es = [np.asarray(e, dtype=np.float64).ravel() for e, _ in pairs]
+        gs = [np.asarray(g, dtype=np.float64).ravel() for _, g in pairs]
+    except (TypeError, ValueError):
+        return None
+    if not es or any(e.shape != g.shape for e, g in zip(es, gs)):
+        return None
+    e, g = np.concatenate(es), np.concatenate(gs)
+    if not np.all(np.isfinite(g)) or float(e @ e) == 0.0:
+        return None
+    c = float(e @ g) / float(e @ e)
+    return c if excess(c * e, g, atol, rtol) == 0.0 else None
+
+
+def factor_text(c: float) -> str:
+    """A factor as feedback says it: "2" for 2.0000001, else three significant digits."""
+    return f"{round(c):d}" if abs(c - round(c)) < 1e-3 else f"{c:.3g}"
+
+
 @dataclass(frozen=True)
 class StatesMatch:
     """Every rank's final state (name -> nested lists) equals the expected one
     within |got - expected| <= atol + rtol * |expected| (FP32 training). The
     expected state is one dict for all ranks, or a list of one per rank when
-    the ranks hold different parts of the model (pipeline stages)."""
+    the ranks hold different parts of the model (pipeline stages). A failure
+    names the worst entry over all ranks (the first rank at a tie)."""
 
     key: str = "state"
     rtol: float = 1e-4
     atol: float = 1e-5
 
     def problem(self, expected: dict | list, got) -> str | None:
-        states = _per_rank(got, self.key)
+        states = per_rank_values(got, self.key)
         if isinstance(states, str):
             return states
         per_rank = isinstance(expected, list)
         if why := _rank_count(expected, states, per_rank):
             return why
+        worst = (0.0, -1, "")
         for r, state in enumerate(states):
             want = _for_rank(expected, r, per_rank)
             if not isinstance(state, dict) or sorted(state) != sorted(want):
                 names = sorted(state) if isinstance(state, dict) else state
                 return f"rank {r}'s state has entries {names}, expected {sorted(want)}"
-            worst = max(((self._excess(want[k], state[k]), k) for k in want), default=(0.0, ""))
-            if worst[0] > 0:
-                disagree = not per_rank and r > 0 and any(self._excess(states[0][k], state[k]) > 0 for k in state)
-                hint = " (and the ranks disagree with each other)" if disagree else ""
-                return (f"rank {r}: {worst[1]!r} differs from single-process training by up to "
-                        f"{worst[0]:.2g} beyond the tolerance{hint}")
-        return None
+            worst = max([worst, *((self._excess(want[k], state[k]), r, k) for k in want)], key=lambda w: w[0])
+        amount, r, name = worst
+        if amount <= 0:
+            return None
+        disagree = not per_rank and any(self._excess(states[0][k], s[k]) > 0 for s in states[1:] for k in s)
+        hint = " (and the ranks disagree with each other)" if disagree else ""
+        return (f"rank {r}: {name!r} differs from single-process training by up to "
+                f"{amount:.2g} beyond the tolerance{hint}")
 
     def _excess(self, expected, got) -> float:
-        try:
-            e, g = np.asarray(expected, dtype=np.float64), np.asarray(got, dtype=np.float64)
-        except (TypeError, ValueError):
-            return float("inf")
-        if e.shape != g.shape:
-            return float("inf")
-        if not np.all(np.isfinite(g)):
-            return float("inf")
-        return float(np.max(np.abs(g - e) - (self.atol + self.rtol * np.abs(e)), initial=0.0))
+        return excess(expected, got, self.atol, self.rtol)
 
     def __call__(self, expected, got) -> bool:
         return self.problem(expected, got) is None
@@ -86,7 +115,7 @@ class StepCheck:
     context: str | None = None
 
     def problem(self, expected, got) -> str | None:
-        runs = _per_rank(got, self.key)
+        runs = per_rank_values(got, self.key)
         if isinstance(runs, str):
             return runs
         for r, steps in enumerate(runs):
@@ -115,7 +144,7 @@ class RankCheck:
     per_rank: bool = False
 
     def problem(self, expected, got) -> str | None:
-        values = _per_rank(got, self.key)
+        values = per_rank_values(got, self.key)
         if isinstance(values, str):
             return values
         if why := _rank_count(expected, values, self.per_rank):

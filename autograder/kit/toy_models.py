@@ -243,21 +243,40 @@ def trainable_bytes(model: nn.Module) -> list[int]:
     return [p.numel() * p.element_size() for p in model.parameters() if p.requires_grad]
 
 
-def single_process(name: str, optimizer: str, steps: int, seed: int, world_size: int,
-                   grad_scale: float = 1.0) -> dict[str, list]:
+def gradient_lists(model: nn.Module) -> dict[str, list | None]:
+    """Every trainable parameter's .grad by its named_parameters() name (tied ones once), as nested
+    lists (None where it has none): what a data-parallel wrapper's synchronized gradients are judged by."""
+    return {n: None if p.grad is None else p.grad.detach().tolist()
+            for n, p in model.named_parameters() if p.requires_grad}
+
+
+def single_process_run(name: str, optimizer: str, steps: int, seed: int, world_size: int,
+                       grad_scale: float = 1.0) -> dict:
     """What DDP on `world_size` ranks must reproduce: rank 0's initial weights
-    trained on the whole global batch in one process. (grad_scale models a
-    known mistake: world_size for gradients summed instead of averaged.)"""
+    trained on the whole global batch in one process. {"state": the final
+    state (`state_lists`), "grads": per step, the gradients the optimizer
+    stepped with (`gradient_lists`): the gradient of the mean loss over the
+    whole batch, docs/spec.md, question 4}. (grad_scale models a known mistake:
+    world_size for gradients summed instead of averaged, 2 for each gradient
+    accumulated twice.)"""
     model = build_model(name, seed)
     inputs, targets = batch(name, seed, world_size)
+    grads: list[dict] = []
 
     def scale():
         with torch.no_grad():
             for p in model.parameters():
                 if p.grad is not None:
                     p.grad.mul_(grad_scale)
+        grads.append(gradient_lists(model))
     train(model, make_optimizer(optimizer, model.parameters()), inputs, targets, steps, after_backward=scale)
-    return state_lists(model)
+    return {"state": state_lists(model), "grads": grads}
+
+
+def single_process(name: str, optimizer: str, steps: int, seed: int, world_size: int,
+                   grad_scale: float = 1.0) -> dict[str, list]:
+    """The final state of `single_process_run`."""
+    return single_process_run(name, optimizer, steps, seed, world_size, grad_scale)["state"]
 
 
 def pipeline_single_process(optimizer: str, steps: int, seed: int, microbatches: int,

@@ -26,13 +26,18 @@ Every record carries `grader_version` (`results.grader_version`: the
 grader's version and git commit), error records included, and the gradebook
 has a column for it and for `autograder_zip_sha256` (set only by a grading
 inside the otter zip), so a regrade after a fix can be told from the grading
-it replaces. A record whose submission the grader refused as not gradable
-(exit status 2: a file that is no zip, a link, too big) has `refused: true`;
-`gradescope_export` scores those 0, as Gradescope did. An upload with no
-assignments/ folder (a notebook alone, the kit zipped too deep, two kits) is
-no error: its child exits 0 with a report of 0 points whose `no_submission`
-sentence says what was expected (`grading.unsubmitted_report`), an "ok" row,
-never retried.
+it replaces. An upload refused for what it holds (no assignments/ folder, an
+unreadable zip, a link, too big: `errors.SubmissionRefused`) is no error:
+its child exits with status 4 and a report of 0 points whose `no_submission`
+sentence says why (`grading.unsubmitted_report`), an "ok" row with `refused:
+true`, never retried; `gradescope_export` scores it 0, as Gradescope did. A
+grader-side failure is never a 0: a child that exits with a usage or config
+error (2: a file that is neither a folder nor a zip, a course the child
+cannot read), an internal error (3) or no report at all is an error row with
+its reason, no score, to regrade (retried once unless it was status 2).
+
+A re-grade into a folder holding a batch never shrinks its gradebook: it
+merges into it (same course) or refuses, and says which (`batch_folder`).
 
 A batch folder remembers its course. Every record carries `course` (its
 name and the sha256 of the config file, `results.course_stamp`) and
@@ -61,8 +66,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from shardlab.autograder.core import content
-from shardlab.autograder.core.errors import ShardlabError
+from shardlab.autograder.core.errors import EXIT_INTERNAL, EXIT_OK, EXIT_REFUSED, EXIT_USAGE, ShardlabError
 from shardlab.autograder.core.results import course_shown, course_stamp, grader_version, points_text
+from shardlab.autograder.platforms.batch_folder import BATCH_FILE, earlier_batch
 from shardlab.autograder.platforms.grading_service import GradingService, ServiceError
 from shardlab.autograder.sandbox import untrusted, zygote
 
@@ -71,7 +77,6 @@ from shardlab.autograder.sandbox import untrusted, zygote
 # the expected values of a cold machine, scoring and the report
 GRADE_MARGIN_SECONDS = 300
 ATTEMPTS = 2
-BATCH_FILE = "batch.json"     # OUT/batch.json: the course and grader a batch folder was graded with
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -121,17 +126,23 @@ def grade_supervised(path: str, config_path: str | None, service: GradingService
     if reply.get("timeout"):
         return {"status": "error", "error": f"grading took longer than {timeout:g} s", "retry": True}
     code, stdout, stderr = reply.get("returncode"), str(reply.get("stdout", "")), str(reply.get("stderr", ""))
-    if code == 0:
+    # a report was printed: graded (0), refused for what the upload holds (4: its 0 and sentence),
+    # or graded with parts the grader failed on (3: flagged in `internal_errors`, to regrade)
+    if code in (EXIT_OK, EXIT_REFUSED, EXIT_INTERNAL):
         try:
             report = json.loads(stdout.strip().splitlines()[-1])
-            report["status"] = "ok"
-            return report
         except (ValueError, IndexError):
-            pass
+            report = None
+        if isinstance(report, dict) and "questions" in report:
+            report["status"] = "ok"
+            if code == EXIT_REFUSED:
+                report["refused"] = True
+            return report
     err = (stderr.strip().splitlines() or ["no output"])[-1]
-    refused = code == 2      # bad input (not a submission): retrying cannot help
+    # never a 0: a usage or config error (2) is the instructor's, the same again if retried; anything
+    # else (an internal error, a grader killed) is the grader's, tried once more
     return {"status": "error", "error": f"the grader exited with status {code}: {err[:300]}",
-            "retry": not refused, "refused": refused}
+            "retry": code != EXIT_USAGE}
 
 
 class ServicePool:
@@ -258,8 +269,10 @@ def gradebook_csv(results: dict[str, dict]) -> str:
 def grade_many(paths: list[str], out: Path, config_path: str | None, jobs: int = 2,
                resume: bool = False, on_result=None, annotations: dict[str, dict] | None = None,
                refused: dict[str, str] | None = None,
-               child_args: dict[str, list[str]] | None = None) -> dict[str, dict]:
-    """Grade every path into `out`; returns {name: report or error record}.
+               child_args: dict[str, list[str]] | None = None, say=None) -> dict[str, dict]:
+    """Grade every path into `out`; returns {name: report or error record} of every row the folder
+    holds: into a folder holding a batch, a run merges or refuses (`batch_folder.earlier_batch`), and
+    `say` (a callable taking one line) is told which.
 
     annotations: {path: fields} added to that path's record (the Gradescope
     export's submitters, for one); refused: {path: reason} recorded as a
@@ -277,13 +290,16 @@ def grade_many(paths: list[str], out: Path, config_path: str | None, jobs: int =
     batch = {"course": course_stamp(cfg), "config": config_path, "grader_version": grader_version()}
     if resume:
         check_resumable(out, batch)
+    names = submission_names(paths)
+    earlier = earlier_batch(out, batch, list(names.values()))
+    if earlier.note and say:
+        say(earlier.note)
     results_dir, feedback_dir = out / "results", out / "feedback"
     results_dir.mkdir(parents=True, exist_ok=True)
     feedback_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(out / BATCH_FILE, json.dumps(batch, indent=1))
-    names = submission_names(paths)
     digests = {path: submission_sha256(path) for path in names}   # before grading: a later change regrades
-    results: dict[str, dict] = {}
+    results: dict[str, dict] = dict(earlier.kept)
     todo = []
     for path, name in names.items():
         kept = _kept_result(results_dir / f"{name}.json", digests[path], batch) if resume else None

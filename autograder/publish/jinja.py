@@ -3,12 +3,14 @@ the starter kit's README). Templates compute nothing: every number comes
 from the reference's worked derivations for the course config."""
 from __future__ import annotations
 
+import traceback
 from functools import cache
 from pathlib import Path
 
 import jinja2
 
 from shardlab.autograder.core import content, course_folders
+from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.core.results import points_text
 from shardlab.autograder.publish.mathtext import to_tex
 
@@ -40,7 +42,25 @@ def _own_template_source(name: str):
         path = _own_template_file(name)
         return None if path is None else (path, path.stat().st_mtime_ns)
     seen, source = stamp(), own_template(name)
-    return None if source is None else (source, None, lambda: stamp() == seen)
+    # its file's path as the template's file name: an error in it names it (`own_template_error`)
+    return None if source is None or seen is None else (source, str(seen[0]), lambda: stamp() == seen)
+
+
+def own_template_error(exc: Exception) -> ShardlabError | None:
+    """A Jinja error raised in a course's own template (an undefined name: the environment is strict; a
+    syntax error; a filter that failed) as one line naming its folder, file and line; None when it
+    was not raised in one."""
+    own = {str(path.parent / course_folders.TEMPLATE): path.parent for path in course_folders.LOADED.values()}
+    line: int | None
+    if isinstance(exc, jinja2.TemplateSyntaxError) and exc.filename in own:
+        file, line = exc.filename, exc.lineno
+    else:
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename in own]
+        if not frames:
+            return None
+        file, line = frames[-1].filename, frames[-1].lineno
+    text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+    return ShardlabError(f"course question {own[file]}: {course_folders.TEMPLATE} line {line}: {text}")
 
 
 @cache

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import jinja2
+
 from shardlab.autograder.publish.diagrams import document_figures
 from shardlab.autograder.publish.figures import MEMORY_PNG, memory_breakdown_png
 from shardlab.autograder.publish.formats import notebook_json, to_html
-from shardlab.autograder.publish.jinja import environment
+from shardlab.autograder.publish.jinja import environment, own_template_error
 from shardlab.autograder.publish.starter import build_starter_kit, public_checks
 from shardlab.autograder.questions import is_own, part_points, questions
 
@@ -65,7 +67,14 @@ def write_figures(cfg, out: Path, solutions: bool) -> list[Path]:
 
 def render_markdown(cfg, solutions: bool, figures: dict | None = None, student: dict | None = None) -> str:
     name = "solutions.md.j2" if solutions else "handout.md.j2"
-    return environment().get_template(name).render(**context(cfg, solutions, figures, student))
+    values = context(cfg, solutions, figures, student)
+    try:
+        return environment().get_template(name).render(**values)
+    except jinja2.TemplateError as exc:         # in a course's own template: one line naming it
+        own = own_template_error(exc)
+        if own is None:
+            raise
+        raise own from None
 
 
 def write_handout(cfg, out: Path, student: dict | None = None) -> list[Path]:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from shardlab.autograder.core import course_folders
 from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.core.parts import Part
+from shardlab.autograder.questions import own_checks
 
 if TYPE_CHECKING:
     from shardlab.reference.config import CourseConfig
@@ -59,6 +60,7 @@ def shipped() -> tuple[Question, ...]:
 
 
 _OWN: dict[str, Question] = {}          # a course folder's path -> its question, once loaded
+_SCENARIOS_CHECKED: set[tuple[str, str, int]] = set()   # (folder, course sha256, seed): `check_scenarios` done
 
 
 def registered() -> tuple[Question, ...]:
@@ -76,6 +78,9 @@ def own_questions(cfg) -> tuple[Question, ...]:
         key = str(folder.path)
         if key not in _OWN:
             _OWN[key] = _loaded(folder)
+        if (key, cfg.sha256, cfg.seed) not in _SCENARIOS_CHECKED:
+            own_checks.check_scenarios(folder, _OWN[key], cfg)
+            _SCENARIOS_CHECKED.add((key, cfg.sha256, cfg.seed))
         out.append(_OWN[key])
     return tuple(out)
 
@@ -94,6 +99,7 @@ def _loaded(folder: course_folders.QuestionFolder) -> Question:
                             f"{folder.name + '.md.j2'!r}, the folder's name (got {q.module!r}, {q.template!r})")
     if any(p.module != q.module for p in q.parts):
         raise ShardlabError(f"{where}: every part must grade assignments/{q.module}.py (module={q.module!r})")
+    own_checks.check_parts(where, q.parts)
     owner = {p.id: other for other in taken for p in other.parts}
     clash = sorted({p.id for p in q.parts if p.id in owner})
     if clash:
@@ -102,7 +108,7 @@ def _loaded(folder: course_folders.QuestionFolder) -> Question:
     if q.number in {other.number for other in taken}:
         raise ShardlabError(f"{where}: question number {q.number} is taken: number it past "
                             f"{max(o.number for o in taken)}")
-    return q
+    return own_checks.guarded(q, folder.path)
 
 
 def questions(cfg=None) -> tuple[Question, ...]:

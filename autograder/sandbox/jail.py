@@ -392,8 +392,8 @@ def confine(submission: str | None, keep: tuple[int, ...], namespaces: bool, scr
     _close_fds(set(keep))
     os.chdir(SUBMISSION if sub_fd is not None else "/tmp")
     _drop_privileges(as_root)
-    os.environ.update({"HOME": "/tmp", "TMPDIR": "/tmp"})
-    _filter_system_calls(landlock_extra=False)
+    _fixed_environment("/tmp")
+    _filter_system_calls(landlock=False, signals_scoped=True)
 
 
 # ---- without namespaces: Landlock, rlimits, the filter -----------------------------------
@@ -403,11 +403,23 @@ OPEN_FILES = 1024
 FILE_BYTES = 64 << 20             # the largest file it may write (the jail's tmpfs holds 64 MiB)
 
 
-def _filter_system_calls(landlock_extra: bool) -> None:
+# the whole environment of student code (HOME and TMPDIR are its private folder): nothing of the grader's
+STUDENT_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
+               "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def _fixed_environment(home: str) -> None:
+    """Student code gets STUDENT_ENV and its folder, never what its trusted parent had (the grader's PATH)."""
+    os.environ.clear()
+    os.environ.update({**STUDENT_ENV, "HOME": home, "TMPDIR": home})
+    tempfile.tempdir = None                      # re-read TMPDIR
+
+
+def _filter_system_calls(landlock: bool, signals_scoped: bool) -> None:
     """The seccomp filter, where libseccomp is installed (`walls()` names its absence)."""
     if syscall_filter.available() is None:
         try:
-            syscall_filter.install(landlock_extra)
+            syscall_filter.install(landlock, signals_scoped)
         except syscall_filter.FilterError as exc:
             raise JailError(f"system-call filter: {exc}") from None
 
@@ -451,6 +463,7 @@ def landlock_rules(submission: str | None, scratch: str) -> landlock.Rules:
 
 def _confine_without_namespaces(submission: str | None, keep: tuple[int, ...], scratch_in: str | None) -> None:
     _close_fds(set(keep))
+    version = 0
     if landlock.abi() > 0:
         if len(os.listdir("/proc/self/task")) != 1:
             raise JailError("Landlock walls only the calling thread: confine a single-threaded process")
@@ -458,15 +471,15 @@ def _confine_without_namespaces(submission: str | None, keep: tuple[int, ...], s
         scratch = tempfile.mkdtemp(prefix="tmp-", dir=parent)
         _prctl(PR_SET_NO_NEW_PRIVS, 1, "no_new_privs")
         try:
-            landlock.restrict(landlock_rules(submission, scratch))
+            version = landlock.restrict(landlock_rules(submission, scratch))
         except landlock.LandlockError as exc:
             raise JailError(str(exc)) from None
         _drop_privileges(as_root=False)              # no capabilities left, even as root
         os.chdir(submission or scratch)
-        os.environ.update({"HOME": scratch, "TMPDIR": scratch})
-        tempfile.tempdir = None                      # re-read TMPDIR
+        _fixed_environment(scratch)
     _limit_resources()
-    _filter_system_calls(landlock_extra=True)
+    # below ABI 6 Landlock scopes no signals: the filter refuses every signal to another process
+    _filter_system_calls(landlock=True, signals_scoped=version >= landlock.SIGNAL_SCOPING_ABI)
 
 
 # ---- cgroups ---------------------------------------------------------------------------

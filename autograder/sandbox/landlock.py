@@ -62,13 +62,20 @@ class _PathBeneathAttr(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
+SIGNAL_SCOPING_ABI = 6          # LANDLOCK_SCOPE_SIGNAL and the abstract Unix socket scope
+# test-only: SHARDLAB_LANDLOCK_ABI=N makes the walls use at most ABI N, so the tests reach every ABI the walls
+# accept on one kernel (tests/test_attacks_landlock_walls.py); it can only lower what the kernel offers
+ABI_CAP_ENV = "SHARDLAB_LANDLOCK_ABI"
+
+
 def abi() -> int:
-    """The kernel's Landlock ABI version; 0 where there is none (old kernel,
-    Landlock not among the boot's LSMs, not Linux, or a filter refusing the call)."""
+    """The Landlock ABI version the walls use: the kernel's (capped by ABI_CAP_ENV); 0 where there is none
+    (old kernel, Landlock not among the boot's LSMs, not Linux, or a filter refusing the call)."""
     if not hasattr(os, "uname") or os.uname().sysname != "Linux":
         return 0
     version = _libc.syscall(SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(CREATE_RULESET_VERSION))
-    return max(0, version)
+    cap = os.environ.get(ABI_CAP_ENV, "")
+    return max(0, min(version, int(cap)) if cap.isdigit() else version)
 
 
 def unavailable() -> str | None:

@@ -24,7 +24,7 @@ import os
 import stat
 from pathlib import Path
 
-from shardlab.autograder.core.errors import ShardlabError
+from shardlab.autograder.core.errors import ShardlabError, SubmissionRefused
 from shardlab.autograder.sandbox.untrusted import one_line
 
 MAX_BYTES = 50 * 2**20      # what a submission may unpack to (`engine.submission` uses it too)
@@ -39,9 +39,9 @@ _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_C
 _NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def refusal(path: str, why: str) -> ShardlabError:
+def refusal(path: str, why: str) -> SubmissionRefused:
     """The one-line error for a path of the submission that cannot be staged."""
-    return ShardlabError(f"submission refused: {one_line(path, 200)} {why} "
+    return SubmissionRefused(f"submission refused: {one_line(path, 200)} {why} "
                          "(only plain files and folders are accepted)")
 
 
@@ -67,12 +67,12 @@ class _Budget:
     def add_file(self) -> None:
         self.files += 1
         if self.files > MAX_FILES:
-            raise ShardlabError(f"submission refused: assignments/ holds more than {MAX_FILES} files")
+            raise SubmissionRefused(f"submission refused: assignments/ holds more than {MAX_FILES} files")
 
     def add_bytes(self, n: int) -> None:
         self.bytes += n
         if self.bytes > MAX_BYTES:
-            raise ShardlabError(f"submission refused: assignments/ holds more than {MAX_BYTES // 2**20} MiB")
+            raise SubmissionRefused(f"submission refused: assignments/ holds more than {MAX_BYTES // 2**20} MiB")
 
 
 def _open(name: str, dir_fd: int, flags: int, shown: str) -> int:
@@ -150,7 +150,7 @@ def _copy_dir(src: int, dst: int, shown: str, depth: int, budget: _Budget) -> No
 def stage(root: str | Path, into: Path, also: tuple[str, ...] = ()) -> Path:
     """Copy `root`/assignments/ (and the top-level files named in `also`,
     when present) into `into`, refusing anything but plain files and folders
-    (ShardlabError). `into` is created if needed and made 0755; returns it.
+    (SubmissionRefused). `into` is created if needed and made 0755; returns it.
     `root` itself is the grader's choice (an unpacked zip, or a folder given
     on the command line) and may be reached through links."""
     into = Path(into)

@@ -170,9 +170,11 @@ class Zygote:
 
 def worker_env(**extra: str) -> dict[str, str]:
     """The whole environment of a process that runs student code: nothing of
-    the grader's leaks in (tokens, paths), hashing and threads are fixed."""
-    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONHASHSEED": "0",
-            "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", **extra}
+    the grader's leaks in (tokens, paths, its PATH), hashing and threads are
+    fixed (`jail.STUDENT_ENV`, which `jail.confine` sets again in the
+    student's process: what it reads in /proc/self/environ is this)."""
+    from shardlab.autograder.sandbox.jail import STUDENT_ENV
+    return {**STUDENT_ENV, **extra}
 
 
 def zygote_env() -> dict[str, str]:

@@ -1,11 +1,14 @@
 """Question 2: the student's FSDP (scenario "fsdp_train").
 
-A rank's value: {"state", "stored", "steps": [[op, phase, bytes, async, seq], ...] per step,
-"units": [[at, unit, seq], ...] per step}.
+A rank's value: {"state", "stored", "grads": [[{"numel", "grad"}, ...] per step] (the FSDP
+object's trainable parameters after finish_gradient_synchronization()), "steps": [[op, phase,
+bytes, async, seq], ...] per step, "units": [[at, unit, seq], ...] per step}.
 """
 from __future__ import annotations
 
-from ..rank_comparison import RankCheck
+from dataclasses import dataclass, field
+
+from ..rank_comparison import RankCheck, StatesMatch, constant_factor, excess, factor_text, per_rank_values
 
 GATHERS = {"all_gather", "all_gather_into_tensor", "all_gather_single", "_all_gather_base"}
 SCATTERS = {"reduce_scatter", "reduce_scatter_tensor", "reduce_scatter_single", "_reduce_scatter_base"}
@@ -24,7 +27,10 @@ def check_storage(expected: dict, value: dict) -> str | None:
     """The stored count is the student's process's claim (docs/trust.md): it
     counts only when the trusted trace shows every unit's weights gathered
     in every forward, which a rank that keeps its full weights has no need of.
-    expected: {"budget": Σ ceil(P_u/p) + frozen weights + buffers, "units": number of units}."""
+    expected: {"budget": Σ ceil(P_u/p) + frozen weights + buffers, "units": number of units,
+    "shares": ceil(P_u/p) of each unit}. With one trainable parameter (shard) per unit, each is
+    also checked against a unit's share (largest against largest): a total within budget must
+    not hide a shard over its unit's share."""
     stored, budget = value.get("stored"), expected["budget"]
     for k, events in enumerate(value.get("steps") or [], start=1):
         gathers = sum(1 for e in events if e[0] in GATHERS and e[1] == "forward")
@@ -35,10 +41,25 @@ def check_storage(expected: dict, value: dict) -> str | None:
         return "no training step was observed"
     if not isinstance(stored, int) or isinstance(stored, bool):
         return "stored no measurable tensors"
-    if stored <= budget:
+    if stored > budget:
+        return (f"keeps {stored} parameter elements between steps; sharded, it holds at most {budget} "
+                f"(ceil(P/p) per unit, plus frozen weights and buffers): free the full weights after use")
+    return _over_a_share(expected.get("shares"), value.get("grads"))
+
+
+def _over_a_share(shares, grads) -> str | None:
+    """A shard over its unit's share, when the FSDP object has one trainable parameter per unit."""
+    if not shares or not isinstance(grads, list) or not grads or not isinstance(grads[0], list):
         return None
-    return (f"keeps {stored} parameter elements between steps; sharded, it holds at most {budget} "
-            f"(ceil(P/p) per unit, plus frozen weights and buffers): free the full weights after use")
+    sizes = sorted((g["numel"] for g in grads[0] if isinstance(g, dict)), reverse=True)
+    if len(sizes) != len(shares):
+        return None
+    for size, share in zip(sizes, sorted(shares, reverse=True)):
+        if size > share:
+            return (f"a shard of {size} elements where a unit's share is at most {share} (ceil(P/p) "
+                    f"elements of each unit, {sorted(shares, reverse=True)} here, checked unit by unit: "
+                    f"storage saved elsewhere does not make up for it)")
+    return None
 
 
 def check_collectives(expected: dict, steps) -> str | None:
@@ -78,6 +99,86 @@ def check_prefetch(expected, value) -> str | None:
             "finished: start it from the current unit's forward")
 
 
+def _pair(want: list, got: list) -> list[tuple[int, int]] | None:
+    """(unit, index of the student's parameter) for each unit's shard, by size in order (the first
+    unused parameter of the unit's shard size), or None when some unit has no such parameter."""
+    unused, pairs = list(range(len(got))), []
+    for u, values in enumerate(want):
+        j = next((j for j in unused if isinstance(got[j], dict) and got[j].get("numel") == len(values)), None)
+        if j is None:
+            return None
+        unused.remove(j)
+        pairs.append((u, j))
+    return pairs
+
+
+@dataclass(frozen=True)
+class ShardsTrainLikeOneProcess:
+    """Task 2.7's promise, step by step: right after finish_gradient_synchronization()
+    each shard's .grad is its slice of the one-process gradient of the mean loss
+    (expected["shards"][rank][step]: each unit's, in module order, flat and padded),
+    then the final state (`StatesMatch`). The student's trainable parameters are
+    paired with the units by size; one with no unit to pair with whose size is a
+    frozen layer's shard (expected["frozen"]: name -> ceil(P/p)) and that gets a
+    gradient is that layer sharded as trainable. A layout of other sizes is 2.9's
+    to judge: then only the final weights count here."""
+
+    states: StatesMatch = field(default_factory=StatesMatch)
+
+    def problem(self, expected, got) -> str | None:
+        ranks = per_rank_values(got, None)
+        if isinstance(ranks, str):
+            return ranks
+        for k in range(1, len(expected["shards"][0]) + 1):
+            if why := self._step(k, expected, ranks):
+                return why
+        return self.states.problem(expected["state"], got)
+
+    def _step(self, k: int, expected: dict, ranks: list) -> str | None:
+        pairs, worst = [], (0.0, 0, 0)
+        for r, value in enumerate(ranks):
+            steps = value.get("grads")
+            got = steps[k - 1] if isinstance(steps, list) and len(steps) >= k else []
+            want = expected["shards"][r][k - 1]
+            matched = _pair(want, got) if isinstance(got, list) else None
+            if matched is None:
+                return None
+            for u, j in matched:
+                if got[j].get("grad") is None:
+                    return f"step {k}: rank {r}: unit {u}'s shard has no .grad after finish_gradient_synchronization()"
+                pairs.append((want[u], got[j]["grad"]))
+                worst = max(worst, (excess(want[u], got[j]["grad"], self.states.atol, self.states.rtol), r, u),
+                            key=lambda w: w[0])
+            if why := self._frozen(k, r, expected.get("frozen", {}), got, {j for _, j in matched}):
+                return why
+        if worst[0] <= 0:
+            return None
+        c = constant_factor(pairs, self.states.atol, self.states.rtol)
+        if c is not None:
+            return (f"step {k}: your synchronized gradients are {factor_text(c)}x the expected ones (each "
+                    f"shard's .grad after finish_gradient_synchronization())")
+        amount, r, u = worst
+        return (f"step {k}: rank {r}: unit {u}'s shard .grad after finish_gradient_synchronization() differs from "
+                f"its slice of the one-process gradient of the mean loss over the whole batch by up to "
+                f"{amount:.2g} beyond the tolerance")
+
+    @staticmethod
+    def _frozen(k: int, r: int, frozen: dict, got: list, paired: set) -> str | None:
+        for j, shard in enumerate(got):
+            if j in paired or not isinstance(shard, dict) or shard.get("grad") is None:
+                continue
+            names = [name for name, size in frozen.items() if size == shard.get("numel")]
+            if len(names) == 1:
+                return (f"step {k}: rank {r}: a trainable shard of {shard['numel']} elements, the size of frozen "
+                        f"{names[0]!r}'s shard, gets a gradient: a frozen layer must not train; leave frozen "
+                        f"parameters unsharded (or give their shard requires_grad=False)")
+        return None
+
+    def __call__(self, expected, got) -> bool:
+        return self.problem(expected, got) is None
+
+
+FSDP_TRAINS_LIKE_ONE_PROCESS = ShardsTrainLikeOneProcess()
 FSDP_STORAGE = RankCheck(check_storage)
 FSDP_COLLECTIVES = RankCheck(check_collectives, "steps")
 FSDP_PREFETCH = RankCheck(check_prefetch)

@@ -36,7 +36,9 @@ classes but must run no torch op at import time.
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Mapping
@@ -157,7 +159,10 @@ def record_mark(ctx: RankContext, header: dict) -> None:
 
 def register(cls):
     if cls.name in SCENARIOS:
-        raise ValueError(f"scenario {cls.name!r} is defined twice")
+        owner = sys.modules.get(type(SCENARIOS[cls.name]).__module__)
+        shipped = os.path.dirname(getattr(owner, "__file__", None) or "") == os.path.dirname(__file__)
+        raise ValueError(f"scenario {cls.name!r} is defined twice" +
+                         (": it is a shipped scenario's name: rename it" if shipped else ""))
     SCENARIOS[cls.name] = cls()
     return cls
 

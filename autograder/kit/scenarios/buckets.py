@@ -4,21 +4,25 @@ Rank r starts from weights drawn from seed + r (so only a working broadcast
 makes the ranks agree) and trains on its own rows of the global batch; the
 seed is the grading's secret and only the rank's trusted process knows the
 other ranks' weights and rows. Returns, per rank: the final state
-(parameters and buffers by name; claimed by the student's process) and, per
-step, the all-reduces the trusted process performed [bytes, gradients the
-student's process had reported before it, async] and the number of
-gradients reported; the broadcasts of the whole run and the collectives
-performed while BucketedDDP was constructed (none of either: the ranks kept
-their different initial weights); and the sorted byte sizes of the buckets
-of the student's own assign_buckets for the run's model and cap, the layout
-their BucketedDDP is asked to use (None when it gave no layout of the
-model's trainable parameters).
+(parameters and buffers by name; claimed by the student's process); per
+step, every trainable parameter's .grad right after
+finish_gradient_synchronization() returned ("grads", by name; claimed);
+per step, the all-reduces the trusted process performed [bytes, gradients
+the student's process had reported before it, async, issued inside
+finish_gradient_synchronization()], the number of gradients reported and
+the order in which they were ("grad_order", trainable parameter indices);
+the broadcasts of the whole run and the collectives performed while
+BucketedDDP was constructed (none of either: the ranks kept their different
+initial weights); and the student's own assign_buckets for the run's model
+and cap, the layout their BucketedDDP is asked to use: its buckets' sorted
+byte sizes ("layout_bytes") and the buckets themselves ("layout"), None
+when it gave no layout of the model's trainable parameters.
 """
 from __future__ import annotations
 
 from . import Scenario, claimed, rank_share, register, starting_model
-from ..schema import STATE, Fields, Int, ListOf, Null, OneOf
-from ..toy_models import build_model, make_optimizer, state_lists, train, trainable_bytes
+from ..schema import STATE, TENSOR_VALUES, Fields, Int, ListOf, MapOf, Null, OneOf
+from ..toy_models import build_model, gradient_lists, make_optimizer, state_lists, train, trainable_bytes
 
 MiB = 2**20          # bucket_size_mb is in MB of 2**20 bytes, as PyTorch DDP's bucket_cap_mb
 MAX_BUCKETS = 10_000
@@ -57,14 +61,16 @@ def layout_bytes(layout, param_bytes: list[int]) -> list[int] | None:
 @register
 class DdpTrain(Scenario):
     name = "ddp_train"
-    mark_fields = {"grad": Fields({"param": Int(0)})}
+    # "sync": finish_gradient_synchronization() of step k is called now (`report`: what it issued)
+    mark_fields = {"grad": Fields({"param": Int(0)}), "sync": Fields({"k": Int(0)})}
 
     def phases(self, steps: int, **_):
         """"construction", "step 1" ... "step <steps>", "layout"."""
         return {"construction", "layout", *(f"step {k}" for k in range(1, steps + 1))}
 
-    def result_schema(self, **_):
-        return Fields({"state": STATE, "layout": OneOf((Null(), ListOf(ListOf(Int()), MAX_BUCKETS)))})
+    def result_schema(self, steps: int, **_):
+        grads = ListOf(MapOf(OneOf((Null(), TENSOR_VALUES))), steps)
+        return Fields({"state": STATE, "grads": grads, "layout": OneOf((Null(), ListOf(ListOf(Int()), MAX_BUCKETS)))})
 
     def prepare(self, rank, world_size: int, model: str, bucket_size_mb: float, optimizer: str,
                 steps: int, seed: int):
@@ -77,8 +83,14 @@ class DdpTrain(Scenario):
         ctx.phase("construction")
         ddp = ctx.student().BucketedDDP(module, bucket_size_mb)
         opt = make_optimizer(optimizer, module.parameters())
-        train(ddp, opt, tensors["inputs"], tensors["targets"], steps,
-              after_backward=ddp.finish_gradient_synchronization,
+        grads: list[dict] = []
+
+        def synchronized() -> None:
+            # the docstring's promise, read right after the call returns (Task 4.5)
+            ctx.mark("sync", k=len(grads) + 1)
+            ddp.finish_gradient_synchronization()
+            grads.append(gradient_lists(module))
+        train(ddp, opt, tensors["inputs"], tensors["targets"], steps, after_backward=synchronized,
               on_step=lambda k: ctx.phase(f"step {k + 1}"))
         # the layout the student's BucketedDDP is asked to use (`assign_buckets` of its trainable
         # parameters' bytes and the cap), after the run: 4.6 counts the student's own buckets
@@ -87,20 +99,25 @@ class DdpTrain(Scenario):
             layout = _plain_layout(ctx.student().assign_buckets(trainable_bytes(module), bucket_size_mb * MiB))
         except Exception:  # noqa: BLE001 - a broken assign_buckets is task 4.1's to report
             layout = None
-        return {"state": state_lists(module), "layout": layout}
+        return {"state": state_lists(module), "grads": grads, "layout": layout}
 
     def report(self, rank, result, model: str, steps: int, **args):
         tracer = rank.tracer
+        synced = {m["k"]: m["seq"] for m in rank.marks if m["kind"] == "sync"}
         per_step = []
         for k in range(1, steps + 1):
-            phase = f"step {k}"
+            phase, sync = f"step {k}", synced.get(k, tracer.seq + 1)
             per_step.append({
-                "all_reduces": [[e["bytes"], e["grads_before"], e["async"]]
+                "all_reduces": [[e["bytes"], e["grads_before"], e["async"], e["seq"] > sync]
                                 for e in tracer.collectives(phase, "all_reduce")],
                 "other": sorted({e["op"] for e in tracer.collectives(phase)} - {"all_reduce"}),
                 "grads": sum(1 for e in tracer.events if e["kind"] == "grad" and e["phase"] == phase),
+                "grad_order": [e["param"] for e in tracer.events if e["kind"] == "grad" and e["phase"] == phase],
             })
-        return {"state": claimed(result, "state"), "steps": per_step,
+        sizes = trainable_bytes(build_model(model, 0))
+        layout = claimed(result, "layout")
+        placed = layout_bytes(layout, sizes)
+        return {"state": claimed(result, "state"), "grads": claimed(result, "grads"), "steps": per_step,
                 "broadcasts": len(tracer.collectives(None, "broadcast")),
                 "construction_collectives": len(tracer.collectives("construction")),
-                "layout_bytes": layout_bytes(claimed(result, "layout"), trainable_bytes(build_model(model, 0)))}
+                "layout_bytes": placed, "layout": layout if placed is not None else None}

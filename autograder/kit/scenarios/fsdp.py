@@ -9,6 +9,10 @@ process knows in full. Returns, per rank:
 - "stored": (claimed) parameter elements the FSDP object keeps between steps, found by
   walking everything reachable from it (modules, dicts, closures of hooks,
   attributes), each tensor storage once, gradients excluded;
+- "grads": per step, right after finish_gradient_synchronization() returned,
+  every trainable parameter of the FSDP object (its shards), in parameters()
+  order, as {"numel": its elements, "grad": its .grad flattened, or None}
+  (claimed);
 - "steps": per step, the collectives the trusted process performed [op, phase, bytes, async, seq] with
   phase "forward", "backward" or "finish";
 - "units": per step, where each nn.Linear's forward started and ended (the
@@ -24,10 +28,11 @@ import torch
 from torch import nn
 
 from . import Scenario, claimed, rank_share, register, starting_model
-from ..schema import STATE, Fields, Int, Text
+from ..schema import STATE, TENSOR_VALUES, Fields, Int, ListOf, Null, OneOf, Text
 from ..toy_models import make_optimizer
 
 STEP_PARTS = ("forward", "backward", "finish", "optimizer")      # the phases of one step, in order
+MAX_SHARDS = 10_000
 _SKIP = (types.ModuleType, type, types.BuiltinFunctionType, str, bytes, int, float)
 
 
@@ -72,6 +77,13 @@ def stored_elements(root: object, limit: int = 200_000) -> int:
     return sum(storages.values())
 
 
+def shard_gradients(fsdp: nn.Module) -> list[dict]:
+    """Every trainable parameter of the FSDP object (its shards), in parameters() order:
+    {"numel": elements, "grad": .grad flattened to a list, or None}."""
+    return [{"numel": p.numel(), "grad": None if p.grad is None else p.grad.detach().reshape(-1).tolist()}
+            for p in fsdp.parameters() if p.requires_grad][:MAX_SHARDS]
+
+
 def _watch_units(module: nn.Module, ctx) -> None:
     """Forward start/end of every nn.Linear, sent to the trusted process,
     which notes how many collectives it had performed by then. Registered
@@ -93,8 +105,9 @@ class FsdpTrain(Scenario):
         """"construction", "<k> forward" ... "<k> optimizer" for each step k, "state"."""
         return {"construction", "state", *(f"{k} {part}" for k in range(steps) for part in STEP_PARTS)}
 
-    def result_schema(self, **_):
-        return Fields({"state": STATE, "stored": Int(0)})
+    def result_schema(self, steps: int, **_):
+        shard = Fields({"numel": Int(0), "grad": OneOf((Null(), TENSOR_VALUES))})
+        return Fields({"state": STATE, "stored": Int(0), "grads": ListOf(ListOf(shard, MAX_SHARDS), steps)})
 
     def prepare(self, rank, world_size: int, model: str, optimizer: str, steps: int, seed: int):
         """Every rank gets the same initial model (FSDP does not broadcast) and
@@ -108,6 +121,7 @@ class FsdpTrain(Scenario):
         ctx.phase("construction")
         fsdp = ctx.student().FSDP(module)
         opt = make_optimizer(optimizer, fsdp.parameters())
+        grads: list[list[dict]] = []
         for k in range(steps):
             ctx.mark("step", k=k)
             forward, backward, finish, optimizer = (f"{k} {part}" for part in STEP_PARTS)
@@ -117,12 +131,14 @@ class FsdpTrain(Scenario):
             loss.backward()
             ctx.phase(finish)
             fsdp.finish_gradient_synchronization()
+            grads.append(shard_gradients(fsdp))        # the docstring's promise, read right after the call
             ctx.phase(optimizer)
             opt.step()
             opt.zero_grad(set_to_none=True)
         stored = stored_elements(fsdp)
         ctx.phase("state")
-        return {"state": {k: v.detach().tolist() for k, v in fsdp.full_state_dict().items()}, "stored": stored}
+        return {"state": {k: v.detach().tolist() for k, v in fsdp.full_state_dict().items()}, "stored": stored,
+                "grads": grads}
 
     def report(self, rank, result, world_size: int, model: str, optimizer: str, steps: int, seed: int):
         """The final weights and the stored count are the student's claims; the
@@ -141,4 +157,4 @@ class FsdpTrain(Scenario):
             elif m["kind"] == "unit" and 0 <= step < steps:
                 units[step].append([m.get("at"), m.get("i"), m["seq"]])
         return {"state": claimed(result, "state"), "stored": claimed(result, "stored"),
-                "steps": per_step, "units": units}
+                "grads": claimed(result, "grads"), "steps": per_step, "units": units}

@@ -90,6 +90,16 @@ AT_CAP_MSG = ("matches closing a bucket when a parameter would fill it exactly t
               "cap starts a new one")
 
 
+SUM_MSG = ("matches summing the gradients instead of averaging: divide each all-reduced bucket by the "
+           "world size")
+TWICE_MSG = ("matches each gradient accumulated twice: a gradient hook that writes the gradient into .grad "
+             "(or its bucket) and also returns it makes autograd add it a second time")
+PAST_CAP_MSG = ("matches adding each parameter to the bucket before checking the cap, so a bucket can exceed "
+                "bucket_bytes: a parameter joins the current bucket only if the bucket stays within the cap")
+DECIMAL_MB_MSG = ("matches a cap of bucket_size_mb · 10^6 bytes: a bucket's MB is 2^20 bytes, as in "
+                  "PyTorch DDP's bucket_cap_mb")
+
+
 def _closed_at_cap(param_bytes, bucket_bytes):
     # the reference's rule with the cap exclusive: a bucket that would reach the cap exactly is closed
     buckets: list[list[int]] = []
@@ -104,9 +114,13 @@ def _closed_at_cap(param_bytes, bucket_bytes):
 
 # ---- 4.5-4.7: real runs of BucketedDDP on gloo ----------------------------------
 
-# (model, bucket cap in bytes, optimizer): one bucket per parameter, a few, one
+# (model, bucket cap in bytes, optimizer): one bucket per parameter, a few, one. Every (model, cap)
+# that runs with AdamW runs with SGD too: AdamW's update barely depends on the gradient's scale,
+# SGD's is proportional to it (4.5 also checks the gradients themselves, step by step). New runs
+# come last, so the earlier runs keep their seeds (cfg.seed + index)
 DDP_RUNS = (("frozen_mlp", 1, "sgd"), ("frozen_mlp", 256, "adamw"), ("frozen_mlp", 25 * MiB, "sgd"),
-            ("tied", 1, "adamw"), ("tied", 320, "sgd"), ("tied", 25 * MiB, "adamw"))
+            ("tied", 1, "adamw"), ("tied", 320, "sgd"), ("tied", 25 * MiB, "adamw"),
+            ("frozen_mlp", 256, "sgd"), ("tied", 1, "sgd"), ("tied", 25 * MiB, "sgd"))
 WORLD_SIZES = (2, 3)
 STEPS = 3
 
@@ -144,11 +158,32 @@ def _bucket_bytes(model: str, cap: float, fill=ref.assign_buckets) -> list[int]:
     return sorted(sum(sizes[i] for i in bucket) for bucket in fill(sizes, cap))
 
 
-def _final_state(case: Case, grad_scale: float = 1.0) -> list:
-    from shardlab.autograder.kit.toy_models import single_process
+def _one_process(case: Case, grad_scale: float = 1.0) -> list:
+    """4.5's expected value: single-process training's final state and its gradients at every step
+    (`toy_models.single_process_run`), and the model's buffer names."""
+    from shardlab.autograder.kit.toy_models import build_model, single_process_run
     a = case.calls[0].args
-    return [single_process(a["model"], a["optimizer"], a["steps"], data_seed(a["seed"]), a["world_size"],
-                           grad_scale=grad_scale)]
+    run = single_process_run(a["model"], a["optimizer"], a["steps"], data_seed(a["seed"]), a["world_size"],
+                             grad_scale=grad_scale)
+    return [dict(run, buffers=[name for name, _ in build_model(a["model"], 0).named_buffers()])]
+
+
+def _past_the_cap(param_bytes, bucket_bytes):
+    # a parameter always joins the current bucket; the bucket is closed once it is over the cap
+    buckets: list[list[int]] = [[]]
+    filled = 0
+    for i in reversed(range(len(param_bytes))):
+        if filled > bucket_bytes:
+            buckets.append([])
+            filled = 0
+        buckets[-1].append(i)
+        filled += param_bytes[i]
+    return [b for b in buckets if b]
+
+
+def _overlap_expected(case: Case) -> list:
+    model, cap = _args(case)
+    return [dict(layout=_layout(model, cap), param_bytes=_param_bytes(model))]
 
 
 def _ddp_part(id, title, points, compare, expect, description, multi_bucket_only=False,
@@ -182,22 +217,30 @@ PARTS = (
                   misconceptions=(("MB for bytes", "matches the optimum in MB: the answer is in bytes",
                                    lambda s, w, o: ref.optimal_bucket_bytes(s, w, o) / MiB),),
                   description="bucket size in bytes at the optimum"),
-    _ddp_part("4.5", "BucketedDDP trains like one process", 4, DDP_TRAINS_LIKE_ONE_PROCESS, _final_state,
-              "2 and 3 gloo ranks from different initial weights, SGD and AdamW, 3 steps: final "
-              "weights equal single-process full-batch training (FP32, tolerance 1e-5 + 1e-4·|w|)",
-              misconceptions=(Misconception("sum", "matches summing the gradients instead of averaging: "
-                                            "divide each all-reduced bucket by the world size",
-                                            lambda case: _final_state(case, case.calls[0].args["world_size"])),),
+    _ddp_part("4.5", "BucketedDDP trains like one process", 4, DDP_TRAINS_LIKE_ONE_PROCESS, _one_process,
+              "2 and 3 gloo ranks from different initial weights, SGD and AdamW, 3 steps: at every step, "
+              "each trainable parameter's .grad right after finish_gradient_synchronization() equals the "
+              "one-process gradient of the mean loss over the whole batch, and the final weights equal "
+              "single-process full-batch training (FP32, tolerance 1e-5 + 1e-4·|x|)",
+              misconceptions=(Misconception("sum", SUM_MSG,
+                                            lambda case: _one_process(case, case.calls[0].args["world_size"])),
+                              Misconception("accumulated twice", TWICE_MSG, lambda case: _one_process(case, 2))),
               function="BucketedDDP"),
     _ddp_part("4.6", "one all-reduce per bucket", 2, DDP_BUCKET_BYTES,
               lambda case: [_bucket_bytes(*_args(case))],
               "the traced all-reduces of every step: one per bucket of assign_buckets (yours or the "
               "reference's: a wrong layout costs 4.1), each of the bucket's byte size",
               misconceptions=(Misconception("forward fill", FORWARD_MSG,
-                                            lambda case: [_bucket_bytes(*_args(case), fill=_forward_fill)]),)),
-    _ddp_part("4.7", "all-reduce overlaps backward", 2, DDP_OVERLAP, lambda case: [True],
-              "with two or more buckets, an async all-reduce starts before backward has produced "
-              "its last gradient", multi_bucket_only=True,
+                                            lambda case: [_bucket_bytes(*_args(case), fill=_forward_fill)]),
+                              Misconception("past the cap", PAST_CAP_MSG,
+                                            lambda case: [_bucket_bytes(*_args(case), fill=_past_the_cap)]),
+                              Misconception("MB as 10^6 bytes", DECIMAL_MB_MSG,
+                                            lambda case: [_bucket_bytes(_args(case)[0],
+                                                                        _args(case)[1] / MiB * 10**6)]))),
+    _ddp_part("4.7", "all-reduce overlaps backward", 2, DDP_OVERLAP, _overlap_expected,
+              "with two or more buckets, each bucket's all-reduce starts, async, as soon as the bucket is "
+              "complete: before backward produces any gradient after the bucket's last one (never inside "
+              "finish_gradient_synchronization())", multi_bucket_only=True,
               drawn=Drawn("bucketed-ddp", "step 2", "overlap")),
 )
 

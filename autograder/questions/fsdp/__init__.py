@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 
 from shardlab.autograder.kit.checks import TRAINS_LIKE_ONE_PROCESS
-from shardlab.autograder.kit.checks.fsdp import FSDP_COLLECTIVES, FSDP_PREFETCH, FSDP_STORAGE
+from shardlab.autograder.kit.checks.fsdp import (FSDP_COLLECTIVES, FSDP_PREFETCH, FSDP_STORAGE,
+                                                  FSDP_TRAINS_LIKE_ONE_PROCESS)
 from shardlab.autograder.sandbox.gloo.seeds import data_seed
 from shardlab.autograder.core.parts import (REAL, Call, Case, Compare, Misconception, Part, function_part,
                                                written_part)
@@ -239,11 +240,45 @@ def _args(case):
     return case.calls[0].args
 
 
+def _unit_names() -> list[list[str]]:
+    """The trainable parameters of each unit (nn.Linear), by state name, in module order (named_parameters)."""
+    from shardlab.autograder.kit.toy_models import build_model
+    from torch import nn
+    model = build_model(MODEL, 0)
+    return [[f"{name}.{n}" for n, t in m.named_parameters() if t.requires_grad]
+            for name, m in model.named_modules() if isinstance(m, nn.Linear)
+            and any(t.requires_grad for t in m.parameters(recurse=False))]
+
+
+def _shard_slices(grads: dict, p: int, rank: int) -> list[list[float]]:
+    """Rank `rank`'s shard of each unit's gradient: the unit's trainable gradients flattened in
+    order, right-padded with zeros to a multiple of p, its rank-th 1/p (docs/spec.md, question 2)."""
+    out = []
+    for names in _unit_names():
+        flat = [x for name in names for x in _flatten(grads[name])]
+        chunk = math.ceil(len(flat) / p)
+        flat += [0.0] * (chunk * p - len(flat))
+        out.append(flat[rank * chunk:(rank + 1) * chunk])
+    return out
+
+
+def _flatten(values) -> list[float]:
+    return [x for v in values for x in _flatten(v)] if isinstance(values, list) else [values]
+
+
 def _single_process(case, grad_scale=1.0):
-    from shardlab.autograder.kit.toy_models import single_process
+    """2.7's expected value: single-process training's final state; each rank's shard of each unit's
+    one-process gradient at every step; and each frozen layer's shard size, ceil(P/p) (a frozen
+    layer sharded as trainable is named by it)."""
+    from shardlab.autograder.kit.toy_models import build_model, single_process_run
+    from torch import nn
     a = _args(case)
-    return [single_process(a["model"], a["optimizer"], a["steps"], data_seed(a["seed"]), a["world_size"],
-                           grad_scale=grad_scale)]
+    p = a["world_size"]
+    run = single_process_run(a["model"], a["optimizer"], a["steps"], data_seed(a["seed"]), p, grad_scale=grad_scale)
+    shards = [[_shard_slices(step, p, r) for step in run["grads"]] for r in range(p)]
+    frozen = {f"{name}.weight": math.ceil(m.weight.numel() / p) for name, m in build_model(MODEL, 0).named_modules()
+              if isinstance(m, nn.Linear) and not any(t.requires_grad for t in m.parameters(recurse=False))}
+    return [dict(state=run["state"], shards=shards, frozen=frozen)]
 
 
 def _fully_shard(case):
@@ -263,7 +298,8 @@ def _storage_budget(case):
     model = build_model(MODEL, 0)
     fixed = sum(t.numel() for t in model.parameters() if not t.requires_grad)
     fixed += sum(b.numel() for b in model.buffers())
-    return [dict(budget=sum(math.ceil(n / p) for n in _units()) + fixed, units=len(_units()))]
+    shares = [math.ceil(n / p) for n in _units()]
+    return [dict(budget=sum(shares) + fixed, units=len(_units()), shares=shares)]
 
 
 def _expected_collectives(case):
@@ -281,16 +317,18 @@ def _run_part(id, title, points, compare, expect, description, runs=RUNS, miscon
 
 
 RUN_PARTS = (
-    _run_part("2.7", "FSDP trains like one process", 4, TRAINS_LIKE_ONE_PROCESS, _single_process,
-              "2 and 3 gloo ranks, SGD and AdamW, 3 steps: full_state_dict() equals single-process "
-              "full-batch training (FP32, tolerance 1e-5 + 1e-4·|w|)",
+    _run_part("2.7", "FSDP trains like one process", 4, FSDP_TRAINS_LIKE_ONE_PROCESS, _single_process,
+              "2 and 3 gloo ranks, SGD and AdamW, 3 steps: at every step each shard's .grad right after "
+              "finish_gradient_synchronization() is its slice of the one-process gradient of the mean loss, "
+              "and full_state_dict() equals single-process full-batch training (FP32, tolerance "
+              "1e-5 + 1e-4·|x|)",
               misconceptions=(Misconception("sum", "matches summing the gradients instead of averaging: "
                                             "divide the reduce-scattered gradient by the world size",
                                             lambda case: _single_process(case, _args(case)["world_size"])),),
               function="FSDP"),
     _run_part("2.8", "sharded storage", 2, FSDP_STORAGE, _storage_budget,
-              "between steps each rank keeps at most ceil(P/p) parameter elements per unit "
-              "(measured from the tensors reachable from the FSDP object)"),
+              "between steps each rank keeps at most ceil(P/p) parameter elements per unit, each unit's "
+              "shard checked against its share (measured from the tensors reachable from the FSDP object)"),
     _run_part("2.9", "collectives and volume", 3, FSDP_COLLECTIVES, _expected_collectives,
               # which collectives a step needs is Task 2.6's to derive: the handout's table does not say
               "per step and unit: only the collectives full sharding needs, each of the padded flat "

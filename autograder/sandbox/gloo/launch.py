@@ -70,6 +70,9 @@ def run_gloo(root: str, calls: list[Call], limits: Limits = Limits(), gloo: Gloo
     by_size: dict[int, list[str]] = {}
     for key, call in unique.items():
         by_size.setdefault(int(call.args.get("world_size", 0)), []).append(key)
+    # keyed here, in the caller's context: the grading's data seed key (`seeds.pool_key`) is a
+    # context variable, which the lanes' threads below would not see
+    keyed = {key: _keyed(call) for key, call in unique.items()}
     results: dict[str, Outcome] = {}
     restarts = [0]
 
@@ -99,7 +102,7 @@ def run_gloo(root: str, calls: list[Call], limits: Limits = Limits(), gloo: Gloo
                     continue
                 with phase(f"{call.function} on {world_size}", lane=lane):
                     seconds = min(server.gloo.scenario_seconds, max(0.1, limits.left()))
-                    outcome, state = group.run(_keyed(call), seconds, key in traced_keys)
+                    outcome, state = group.run(keyed[key], seconds, key in traced_keys)
                 results[key] = outcome
                 if state in ("hung", "died"):
                     given_up[what] = "hung" if state == "hung" else "ended a rank"

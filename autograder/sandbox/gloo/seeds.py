@@ -10,13 +10,15 @@ other ranks' data reaches it only through collectives, which the trusted
 processes perform and record. The grader computes the expected values with
 the same keyed seed.
 
-The key is drawn, once per grading process, at random from the machine's
-pool of POOL_SIZE keys (made once, mode 0600, in the grader's cache folder,
-so cached reference runs stay valid; `shardlab warm` fills the cache for
-every key of the pool, so a grading's own cost does not grow with it). On a
-Gradescope image every submission is a new process and so draws afresh: the
-data one submission printed is that of the next only with probability
-1/POOL_SIZE (docs/trust.md, "Data seeds"). SHARDLAB_DATA_SEED_KEY, when set,
+The key is one of the machine's pool of POOL_SIZE keys (made once, mode
+0600, in the grader's cache folder, so cached reference runs stay valid;
+`shardlab warm` fills the cache for every key of the pool, so a grading's
+own cost does not grow with it). A grading picks it by the contents of the
+submission's code (`submission_key`, keyed with the pool's first key): the
+same files get the same data, so the same grade and feedback, in every
+grading process, and a changed submission's data is the earlier one's only
+with probability 1/POOL_SIZE (docs/trust.md, "Data seeds"). A process with
+no submission to key by draws one key at random, once. SHARDLAB_DATA_SEED_KEY, when set,
 is the one key instead (SHARDLAB_GRADING_SECRET, its earlier name, is still
 read). None of them is the course's `[course] secret`, which keys
 per-student variants and answer sheets.
@@ -119,6 +121,33 @@ def pool_key(index: int):
         yield
     finally:
         _CHOSEN.reset(token)
+
+
+def submission_key(root: Path) -> int:
+    """The pool key a grading of the submission at `root` uses: chosen by its code's contents
+    (every file under assignments/, by relative path and bytes), keyed with the pool's first key, so the
+    same files get the same data, and the same grade and feedback, in every grading process,
+    while no student can tell which key their files pick (docs/trust.md, "Data seeds")."""
+    pool = data_seed_pool()
+    if len(pool) == 1:
+        return 0
+    digest = hmac.new(pool[0], b"submission", hashlib.sha256)
+    code = Path(root) / "assignments"
+    for path in sorted(p for p in code.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(str(path.relative_to(code)).encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return int.from_bytes(digest.digest()[:8], "big") % len(pool)
+
+
+@contextlib.contextmanager
+def submission_pool_key(root: Path):
+    """Within: the runs use the key the submission's files pick (`submission_key`), unless a
+    key was already chosen (`pool_key`: `shardlab warm`, a test) or the seeds are public."""
+    if _CHOSEN.get() is not None or _PUBLIC.get():
+        yield
+        return
+    with pool_key(submission_key(root)):
+        yield
 
 
 def data_seed(seed: int) -> int:

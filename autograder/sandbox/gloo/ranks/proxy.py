@@ -10,7 +10,10 @@ ranks, records it, and sends the result back. Semantics follow torch's:
 - in-place results (`all_reduce`, `broadcast`) and output tensors
   (`all_gather_into_tensor`, `reduce_scatter_tensor`, list forms) are
   written when the call returns, or, with `async_op=True`, when the returned
-  work's `wait()` returns (the input is read when the call is made);
+  work's `wait()` returns, never before, however soon the reply arrives (the
+  input is read when the call is made): a result is never raced for, and a
+  handle never waited for leaves its tensor as it was, in every grading;
+  `is_completed()` waits too;
 - point-to-point ops (`send`, `recv`, `isend`, `irecv`, `P2POp` with
   `batch_isend_irecv`) name their peer (no receive from any source) and a
   tag from 0 to 7; the trusted process starts them at once and waits for
@@ -98,7 +101,10 @@ class Work:
         return True
 
     def is_completed(self) -> bool:
-        return self._done or self._proxy._has(self._id)
+        """Waits for the collective and writes its result: answering from whether its reply had
+        arrived yet would let the student's code race (a result polled complete but never waited
+        for, so never written), a race that a grading must settle the same way every time."""
+        return self.wait()
 
     def is_success(self) -> bool:
         return self.is_completed()
@@ -165,10 +171,6 @@ class Proxy:
         with self._cond:
             self._cond.wait_for(lambda: self._runs or self._closed)
             return self._runs.pop(0) if self._runs else None
-
-    def _has(self, call_id: int) -> bool:
-        with self._cond:
-            return call_id in self._replies
 
     def _result(self, call_id: int) -> torch.Tensor | None:
         with self._cond:
