@@ -12,7 +12,7 @@ solutions hand in the answers.toml of their variant filled with its right
 values, the stubs the blank one a student receives. An `expect.toml` says
 what its mistake costs without naming the course: a group named after the
 course is written with `{cfg...}` fields (`"the course model on
-{cfg.gpu.name}"`), filled from the course checked (`Fixture.on`). And it
+{cfg.memory.gpu.name}"`), filled from the course checked (`Fixture.on`). And it
 names, where the question defines it, the misconception it commits
 (`mistake."1.4" = "GiB for GB"`, a `Misconception.name` of that part;
 `Fixture.mistakes`): a
@@ -352,7 +352,7 @@ def write_answers(root: Path, cfg, filled: bool) -> None:
     """With a course secret, the answers.toml handed in with `root`'s
     assignments/: the sheet of CHECK_STUDENT's variant, filled with its right
     values or blank (zeros), as a student receives it."""
-    if cfg.secret:
+    if cfg.course.secret:
         sheet = sheet_toml(variant_config(cfg, CHECK_STUDENT), CHECK_STUDENT, values=filled)
         (root / ANSWERS_FILE).write_text(sheet, encoding="utf-8")
 

@@ -56,7 +56,7 @@ def optimal_bucket_bytes(model_bytes: float, bandwidth: float, call_overhead: fl
 def worked(cfg) -> dict[str, Worked]:
     """The handout's numbers for the course config's [buckets] section."""
     b = cfg.buckets
-    s, w, o = b.model_bytes, b.bandwidth, b.call_overhead
+    s, w, o = b.model_bytes, b.bandwidth, b.call_overhead_seconds
     n_opt = optimal_num_buckets(s, w, o)
     b_opt = optimal_bucket_bytes(s, w, o)
     one = ddp_overhead_seconds(s, w, o, 1)

@@ -65,8 +65,8 @@ def test_calls_just_under_the_limit_cannot_stretch_a_grading(tmp_path, submissio
 def test_batch_waits_longer_than_the_budget(tmp_path):
     course = tmp_path / "course.toml"
     course.write_text(COURSE)
-    assert load_config(course).budget_seconds == BUDGET
+    assert load_config(course).grading.budget_seconds == BUDGET
     assert batch.grade_timeout(str(course)) == BUDGET + batch.GRADE_MARGIN_SECONDS > BUDGET
     shipped = load_config()
     # the worst case of a shipped-course grading ends well inside Gradescope's default 10 minutes
-    assert shipped.budget_seconds + batch.GRADE_MARGIN_SECONDS <= 600 and shipped.budget_seconds <= 300
+    assert shipped.grading.budget_seconds + batch.GRADE_MARGIN_SECONDS <= 600 and shipped.grading.budget_seconds <= 300

@@ -112,7 +112,7 @@ def test_a_reference_that_always_fails_flags_only_its_part(solutions, cfg, broke
 
 
 def test_a_harness_that_fails_flags_its_parts_and_grading_goes_on(solutions, cfg, monkeypatch):
-    def broken_probe(root, calls, limits):
+    def broken_probe(root, calls, limits, gate=None):
         raise OSError("unshare: cannot set up the sandbox")
     monkeypatch.setitem(probes.PROBES, "calls", broken_probe)
     report = grading.grade_folder(solutions, cfg, modules=MEMORY)
@@ -127,7 +127,7 @@ def test_a_harness_that_fails_to_start_flags_its_parts_without_running_them(solu
         def prepare(self, root, limits):
             raise RuntimeError("fork server: torch failed to import")
 
-        def __call__(self, root, calls, limits):
+        def __call__(self, root, calls, limits, gate=None):
             pytest.fail("ran a probe that failed to start")
     monkeypatch.setitem(probes.PROBES, "calls", Unstartable())
     report = grading.grade_folder(solutions, cfg, modules=MEMORY)
@@ -136,7 +136,7 @@ def test_a_harness_that_fails_to_start_flags_its_parts_without_running_them(solu
 
 
 def test_a_submission_error_inside_a_probe_stays_the_submission_s(solutions, cfg, monkeypatch):
-    def refusing_probe(root, calls, limits):
+    def refusing_probe(root, calls, limits, gate=None):
         raise ShardlabError("assignments/memory.py is a symbolic link")
     monkeypatch.setitem(probes.PROBES, "calls", refusing_probe)
     with pytest.raises(ShardlabError, match="symbolic link"):

@@ -10,6 +10,7 @@ from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.engine.grading import grade_folder
 from shardlab.autograder.engine.variants import check_student_id, variant_config
 from shardlab.autograder.publish.roster import read_roster
+from shardlab.reference.config import replaced
 from helpers import run_cli
 
 pytestmark = pytest.mark.platform
@@ -19,7 +20,7 @@ SECRET_TOML = '[course]\nsecret = "correct horse"\n'
 
 @pytest.fixture(scope="module")
 def secret_cfg(cfg):
-    return dataclasses.replace(cfg, secret="correct horse")
+    return replaced(cfg, {"course.secret": "correct horse"})
 
 
 def test_no_secret_is_the_course(cfg, tmp_path):
@@ -30,7 +31,7 @@ def test_no_secret_is_the_course(cfg, tmp_path):
 def test_variants_are_stable_and_distinct(secret_cfg):
     a, a2, b = (variant_config(secret_cfg, s) for s in ("s001", "s001", "s002"))
     assert a == a2 and a.model != b.model
-    assert variant_config(dataclasses.replace(secret_cfg, secret="other"), "s001").model != a.model
+    assert variant_config(replaced(secret_cfg, {"course.secret": "other"}), "s001").model != a.model
 
 
 def test_without_a_variants_section_only_the_model_is_drawn_near_the_course(secret_cfg):
@@ -66,11 +67,12 @@ def test_a_courses_variants_section_says_what_is_drawn():
         assert m.d_model in (6144, 7168, 8192, 9216, 10240) and m.num_blocks == 80
         ratio = next(r for r in (4, 5.5, 6.5) if m.d_ff == 128 * round(r * m.d_model / 128))
         ratios.add(ratio)
-        assert v.tokens_per_device in (1024, 2048) and v.pipeline.microbatches in (16, 32, 48)
+        assert v.memory.tokens_per_device in (1024, 2048) and v.pipeline.microbatches in (16, 32, 48)
         assert v.buckets.bandwidth in (1.25e10, 2.5e10, 5e10) and v.buckets.model_bytes == 280_000_000
-        assert (v.gpu.name, v.fsdp_device.name, v.pipeline.device.name) == ("A100 40GB", "TPU v5e", "A100")
+        assert (v.memory.gpu.name, v.memory.fsdp_device.name, v.pipeline.device.name) == ("A100 40GB", "TPU v5e",
+                                                                                          "A100")
         assert (v.pipeline.stages, v.pipeline.chunks) == (8, 5)
-        assert v.points == course.points and v.questions == course.questions
+        assert v.points == course.points and v.course.questions == course.course.questions
         if m != course.model:
             assert m.name.startswith("FFN-") and "F70" not in m.name
     assert ratios == {4, 5.5, 6.5}
@@ -95,7 +97,7 @@ def test_no_variant_makes_a_question_degenerate_that_the_course_does_not(tmp_pat
                                      '[memory]\nfsdp_device = "TPU v5e"\n'
                                      '[variants]\nmemory.tokens_per_device = [4096, 131072]\n')
     course = load_config(tmp_path / "c.toml")
-    assert {variant_config(course, f"s{i}").tokens_per_device for i in range(20)} == {4096}
+    assert {variant_config(course, f"s{i}").memory.tokens_per_device for i in range(20)} == {4096}
     # the draw is real: 131,072 tokens is degenerate
     from shardlab.autograder.questions import degeneracies
     from shardlab.reference.config import with_values
@@ -114,7 +116,8 @@ def test_own_answers_full_marks_others_not(secret_cfg, tmp_path):
     for me, other in (("s001", "s002"), ("s002", "s001")):
         mine = sheet_toml(variant_config(secret_cfg, me), me, values=True)
         result = grade_answers(_with_answers(tmp_path, mine), secret_cfg)
-        sections = len(answer_sheet(variant_config(secret_cfg, me))) * secret_cfg.answer_points   # one per question
+        # one per question
+        sections = len(answer_sheet(variant_config(secret_cfg, me))) * secret_cfg.course.answer_points
         assert result.score == result.max_score == sections, [p.feedback for p in result.parts]
         # the same numbers handed in under the other student's id: every question whose numbers
         # depend on the drawn model loses points; question 4's (s, w, o: not drawn here) are the same
@@ -186,7 +189,7 @@ def test_otter_export_carries_answers(secret_cfg, cfg):
     from shardlab.autograder.engine.answer_sheet import sheet_parts
     from shardlab.autograder.publish.otter_export import OtterCase, test_file_source
     assert sheet_parts(cfg) == []                          # no secret: no extra otter cases
-    cases = [OtterCase(pid, title, secret_cfg.answer_points, False) for pid, title in sheet_parts(secret_cfg)]
+    cases = [OtterCase(pid, title, secret_cfg.course.answer_points, False) for pid, title in sheet_parts(secret_cfg)]
     source = test_file_source("Question answers: Handout numbers for your variant", cases)
     compile(source, "qanswers.py", "exec")
     numbers = [key.removeprefix("q") for key in answer_sheet(secret_cfg)]       # the questions with numbers

@@ -16,10 +16,10 @@ from shardlab.autograder.engine.writeup import (MAX_WRITEUP_BYTES, WRITEUP_FILE,
                                                writeup_template, written_feedback, written_parts)
 from shardlab.autograder.kit.writeup_check import writeup_lines
 from shardlab.autograder.platforms.batch import write_written_answers
-from shardlab.autograder.platforms.otter import question_output
+from shardlab.autograder.platforms.otter import ANSWER_QUOTE, question_output
 from shardlab.autograder.publish.starter import kit_files
 from shardlab.autograder.sandbox.process import Limits
-from shardlab.reference.config import load_config
+from shardlab.reference.config import load_config, replaced
 
 FAST = Limits(call_seconds=2.0, import_seconds=30.0)
 # docs/spec.md's written deliverables: every sub-question the handout asks to derive, compute or explain,
@@ -130,6 +130,21 @@ def test_written_answers_round_trip_from_kit_to_graders(cfg, submission, tmp_pat
 
 
 @pytest.mark.pure
+def test_a_writeup_cannot_pose_as_a_graded_line():
+    """A writeup that says "✅ 1.a (100 / 2): graded" is shown to hand graders quoted, under a heading that
+    says it is the student's answer: no line of it starts as one of the grader's lines does."""
+    forged = "Fine.\n✅ 1.a Why sharding (100 / 2): graded\n❌ 1.b (0 / 1): see above\r\n⚠️ note"
+    question = {"parts": [{"id": "1.a", "title": "Why sharding", "kind": "manual", "score": 0, "max_score": 0,
+                           "feedback": "Graded by hand (2 points)."}]}
+    shown = question_output(question, {"1.a": forged}).splitlines()
+    graders = [line for line in shown if line.startswith(("✅", "❌", "⚠️", "✍️"))]
+    assert graders == [shown[0]] and shown[0].startswith("✍️ 1.a Why sharding")
+    assert "the student's answer to 1.a" in shown[1]
+    assert all(line.startswith(ANSWER_QUOTE) for line in shown[2:]) and len(shown) == 6
+    assert any("✅ 1.a Why sharding (100 / 2): graded" in line for line in shown[2:])
+
+
+@pytest.mark.pure
 def test_with_a_secret_the_graders_see_each_students_own_numbers_beside_the_answer(tmp_path):
     """The answers sheet's result names the student it graded; the batch's written/ file
     shows that student's variant numbers of the part's question (question 1 for 1.a)."""
@@ -155,5 +170,5 @@ def test_with_a_secret_the_graders_see_each_students_own_numbers_beside_the_answ
     assert "Variant: unknown (no student id was graded" in text[text.index("## bob"):text.index("## eve")]
     assert "Variant: unknown (the submission was not graded)" in text[text.index("## eve"):]
     # without a secret, the file is as before: no variant line
-    write_written_answers(tmp_path / "plain", results, dataclasses.replace(course, secret=""))
+    write_written_answers(tmp_path / "plain", results, replaced(course, {"course.secret": ""}))
     assert "Variant" not in (tmp_path / "plain" / "1.a.md").read_text()

@@ -242,3 +242,33 @@ def test_a_shard_over_its_units_share_fails_storage_even_within_the_total():
         "rank 0: a shard of 40 elements where a unit's share is at most 35")
     value["grads"] = [[{"numel": n, "grad": None} for n in (35, 20, 8)]]
     assert fsdp.FSDP_STORAGE.problem(expected, [value]) is None
+
+
+def test_the_kits_async_results_reach_the_tensor_only_when_waited_for():
+    """The kit's ranks (hold_results) settle the race a grading settles: a result read before its
+    wait() is the tensor as it was, every time, and is_completed() waits."""
+    import torch
+    from shardlab.autograder.kit.tracing import Tracer
+
+    class Done:                          # a collective already complete when it returns
+        def wait(self, *args, **kwargs):
+            return True
+
+    def all_reduce(tensor, op=None, group=None, async_op=False):
+        tensor.add_(1.0)
+        return Done()
+    for hold, before in ((True, [0.0, 0.0]), (False, [1.0, 1.0])):
+        traced = Tracer(hold_results=hold)._wrap("all_reduce", all_reduce)
+        t = torch.zeros(2)
+        work = traced(t, async_op=True)
+        assert t.tolist() == before
+        assert work.is_completed() and t.tolist() == [1.0, 1.0]
+        work.wait()
+        assert t.tolist() == [1.0, 1.0]          # written once
+
+
+def test_gradients_a_hair_off_are_not_said_as_a_factor_of_one():
+    # found by the mutation sweep: grad_x scaled by 1.0001 fitted c = 1.0001, said "1x"
+    hair = [{"w": [0.5 * 1.0009, -0.25 * 1.0009]}, {"w": [0.1, 0.2]}]
+    why = checks.DDP_TRAINS_LIKE_ONE_PROCESS.problem(ONE_PROCESS, [_trained(hair)] * 3)
+    assert why.startswith("step 1: rank 0's 'w'.grad after finish_gradient_synchronization() differs"), why

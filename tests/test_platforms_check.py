@@ -209,7 +209,7 @@ def test_a_declaration_the_course_cannot_fill_is_one_line(roomy):
     with pytest.raises(ShardlabError, match=r"gib_for_gb/expect.toml: part 1.4 has no misconception 'GiB'"):
         Fixture(**{**vars(gib), "mistakes": {"1.4": "GiB"}}).on(roomy)
     with pytest.raises(ShardlabError, match=r"cannot be filled from the course: AttributeError"):
-        Fixture(**{**vars(gib), "failing": {"1.4": ("on {cfg.gpu.nickname}",)}}).on(roomy)
+        Fixture(**{**vars(gib), "failing": {"1.4": ("on {cfg.memory.gpu.nickname}",)}}).on(roomy)
 
 
 # A course where 'GiB for GB' loses groups of 1.4 but cannot be named in its feedback: on every failure

@@ -10,7 +10,7 @@ import pytest
 
 from helpers import GRADESCOPE_RESULTS_SCHEMA, assert_gradescope_results
 from shardlab.autograder.platforms import otter as otter_runtime
-from shardlab.reference.config import GradescopeConfig
+from shardlab.reference.config import GradescopeSection
 
 pytestmark = pytest.mark.pure
 
@@ -87,7 +87,7 @@ def test_the_schema_rejects_what_gradescope_does_not_document(change, where):
 
 
 def test_gradescope_results_show_shardlabs_words_once_per_question():
-    results = otter_runtime.gradescope_results(_otter_results(), REPORT, GradescopeConfig())
+    results = otter_runtime.gradescope_results(_otter_results(), REPORT, GradescopeSection())
     assert_gradescope_results(results)
     assert results == {
         "output": "shardlab: graded with test walls.", "output_format": "simple_format",
@@ -106,14 +106,14 @@ def test_gradescope_results_show_shardlabs_words_once_per_question():
                        "✍️ 2.13 (d) by hand (graded by hand): Graded by hand (manual question)."},
             {"name": "Autograder Exception", "visibility": "hidden", "status": "failed",      # otter's, as it was
              "output": 'File "<module>", line 1'}]}
-    chosen = otter_runtime.gradescope_results(_otter_results(), REPORT, GradescopeConfig(
+    chosen = otter_runtime.gradescope_results(_otter_results(), REPORT, GradescopeSection(
         test_visibility="after_published", stdout_visibility="after_due_date"))
     assert [t["visibility"] for t in chosen["tests"]] == ["after_published", "after_published", "hidden"]
     assert chosen["stdout_visibility"] == "after_due_date"
 
 
 def test_without_a_report_otters_summaries_stay_with_the_course_settings():
-    results = otter_runtime.gradescope_results(_otter_results(), {}, GradescopeConfig())
+    results = otter_runtime.gradescope_results(_otter_results(), {}, GradescopeSection())
     assert_gradescope_results(results)
     assert [t["output"] for t in results["tests"]] == [t["output"] for t in _otter_results()["tests"]]
     assert [t.get("max_score") for t in results["tests"]] == [4, 4, None]
@@ -122,7 +122,7 @@ def test_without_a_report_otters_summaries_stay_with_the_course_settings():
 
 def test_a_submission_that_could_not_be_graded_says_why_once_per_question():
     refused = {"error": "submission refused: assignments/<b>x</b> is a symbolic link"}
-    results = otter_runtime.gradescope_results(_otter_results(), refused, GradescopeConfig())
+    results = otter_runtime.gradescope_results(_otter_results(), refused, GradescopeSection())
     assert_gradescope_results(results)
     assert [t["output"] for t in results["tests"]][:2] == [
         "submission refused: assignments/&lt;b&gt;x&lt;/b&gt; is a symbolic link"] * 2
@@ -132,11 +132,11 @@ def test_results_json_records_the_course_and_the_grader_in_extra_data():
     course = {"name": "Systems for Large Models", "sha256": "ab" * 32}
     stamps = {"course": course, "grader_version": "0.1.0+git.0123456789ab", "autograder_zip_sha256": "cd" * 32}
     otter = {**_otter_results(), "extra_data": {"kept": 1}}
-    results = otter_runtime.gradescope_results(otter, {**REPORT, **stamps}, GradescopeConfig())
+    results = otter_runtime.gradescope_results(otter, {**REPORT, **stamps}, GradescopeSection())
     assert_gradescope_results(results)
     assert results["extra_data"] == {"kept": 1, **stamps}
     refused = otter_runtime.gradescope_results(_otter_results(), {"error": "no assignments/", **stamps},
-                                               GradescopeConfig())
+                                               GradescopeSection())
     assert_gradescope_results(refused)
     assert refused["extra_data"] == stamps            # an ungraded submission says which course refused it
 

@@ -5,7 +5,6 @@ so answers.toml's student_id only chooses among a group's members; and
 gradescope_scores.csv flags every row whose score differs from the score
 Gradescope recorded in the export."""
 import csv
-import dataclasses
 import json
 import zipfile
 
@@ -19,7 +18,7 @@ from shardlab.autograder.platforms import gradescope_export as gx
 from shardlab.autograder.platforms.otter import question_file_title
 from shardlab.autograder.publish.roster import roster_for_zip
 from shardlab.autograder.publish.stubs import ASSIGNMENTS
-from shardlab.reference.config import GradescopeConfig, load_config
+from shardlab.reference.config import load_config, replaced
 from helpers import run_cli
 
 SECRET = "correct horse"
@@ -146,7 +145,7 @@ def test_the_childs_metadata_names_the_submitters_as_gradescope_did(tmp_path):
 @pytest.mark.pure
 def test_ids_the_export_does_not_carry_come_from_the_roster_or_the_regrade_stops(tmp_path):
     course, cfg = _course(tmp_path)
-    by_id = dataclasses.replace(cfg, gradescope=GradescopeConfig(student_id_field="id"))
+    by_id = replaced(cfg, {"gradescope.student_id_field": "id"})
     sub = gx.parse_metadata(METADATA, "x")[1]
     with pytest.raises(ShardlabError, match="export names submitters by name, SID and email only"):
         gx.check_identifiable(by_id, None)

@@ -97,7 +97,7 @@ def test_each_student_gets_a_variant_from_the_courses_ranges(built, course):
         handout = (out / "students" / sid / "handout.md").read_text()
         v = variant_config(course, sid)
         models.add(v.model)
-        assert f"Consider {v.model.name} trained on {v.tokens_per_device:,} tokens" in handout
+        assert f"Consider {v.model.name} trained on {v.memory.tokens_per_device:,} tokens" in handout
         assert v.model.d_model in (6144, 7168, 8192, 9216, 10240) and v.model.num_blocks == 80
         assert f"{v.model.d_model:,}" in handout
         blank = (out / "students" / sid / "answers.toml").read_text()

@@ -18,7 +18,7 @@ from shardlab.autograder.engine.variants import check_student_id, variant_config
 from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.platforms import otter as otter_runtime
 from shardlab.autograder.publish.roster import read_roster, roster_for_zip
-from shardlab.reference.config import Draw, GradescopeConfig, default_draws
+from shardlab.reference.config import Draw, default_draws, replaced
 
 pytestmark = pytest.mark.pure
 
@@ -30,7 +30,7 @@ ROSTER_MAP = "email,student_id\nada@example.edu,s001\nGrace@Example.edu,s002\n"
 
 def _sections(course) -> int:
     """answers.toml has one section per question with numbers to hand in, 1 point each by default."""
-    return len(answer_sheet(course)) * course.answer_points
+    return len(answer_sheet(course)) * course.course.answer_points
 
 
 # `_course`'s draws, written as a course file's [variants]
@@ -46,7 +46,7 @@ def _course(cfg, field="email"):
     """The shipped course with a secret, its variants drawing every question's numbers: the model
     (default_draws) and the bucket model, so two students share no section of answers.toml."""
     draws = (*default_draws(cfg), Draw("buckets.model_bytes", (), 40_000_000, 1_000_000_000, 4_000_000))
-    return dataclasses.replace(cfg, secret=SECRET, gradescope=GradescopeConfig(student_id_field=field),
+    return dataclasses.replace(replaced(cfg, {"course.secret": SECRET, "gradescope.student_id_field": field}),
                                draws=draws)
 
 

@@ -23,8 +23,8 @@ pytestmark = pytest.mark.pure
 
 def headroom_layers(cfg) -> float | None:
     """The graded N's headroom in one-layer BF16 buffers (None: no N fits), by hand."""
-    d, f, layers, t = cfg.model.d_model, cfg.model.d_ff, cfg.model.num_blocks, cfg.tokens_per_device
-    state, act, cap = 16 * 2 * d * f * layers, layers * t * (d + f) * 2, cfg.fsdp_device.capacity_bytes
+    d, f, layers, t = cfg.model.d_model, cfg.model.d_ff, cfg.model.num_blocks, cfg.memory.tokens_per_device
+    state, act, cap = 16 * 2 * d * f * layers, layers * t * (d + f) * 2, cfg.memory.fsdp_device.capacity_bytes
     if act / 2 >= cap:
         return None
     n = math.floor((2 * state + act) / (2 * cap - act)) + 1      # the smallest N: (16P + act/2)/N + act/2 < cap
@@ -41,7 +41,7 @@ def check_claims(cfg, text: str) -> list[str]:
             wrong.append(f"'room for {k} of those layers' with a headroom of {layers} layers")
     if "room for all three of those layers" in text and not (layers is not None and layers >= 3):
         wrong.append(f"'room for all three' with a headroom of {layers} layers")
-    slower = cfg.fsdp.inter.beta < cfg.fsdp.intra.beta
+    slower = cfg.fsdp.inter_network.beta < cfg.fsdp.intra_network.beta
     if "inter-node network, a slower one" in text and not slower:
         wrong.append("the inter-node network called slower")
     return wrong

@@ -208,3 +208,19 @@ def test_shardlab_report_rebuilds_the_page_with_its_threshold(tmp_path):
     assert (out / class_report.REPORT_HTML).is_file()
     done = run_cli("report", str(tmp_path / "nowhere"))
     assert done.returncode != 0 and "Traceback" not in done.stderr and "no such folder" in done.stderr
+
+
+@pytest.mark.pure
+def test_fingerprints_are_kept_for_the_bytes_graded_and_redone_when_those_change(tmp_path):
+    out = class_of_five(tmp_path)
+    class_report.build(out)
+    kept = out / "sources" / "cy" / class_report.PRINTS_FILE
+    saved = json.loads(kept.read_text())
+    saved["prints"] = []                        # a kept file is read, not redone: cy's code now shares nothing
+    kept.write_text(json.dumps(saved))
+    (pair,) = class_report.build(out)["similar_pairs"]          # flagged by the copied writeup alone
+    assert (pair["code_shared"], pair["code_a"], pair["code_b"]) == (0, 0, 0)
+    saved["sha256"] = "another upload's"        # kept for other bytes: redone, and the copy is found again
+    kept.write_text(json.dumps(saved))
+    (pair,) = class_report.build(out)["similar_pairs"]
+    assert min(pair["code_a"], pair["code_b"]) >= similarity.DEFAULT_THRESHOLD

@@ -14,7 +14,7 @@ import pytest
 
 from shardlab.autograder.publish.render import render_markdown
 from shardlab.autograder.questions import answer_key, degeneracies
-from shardlab.reference.config import load_config
+from shardlab.reference.config import load_config, replaced
 from shardlab.reference.specs import Hardware, ModelConfig
 
 pytestmark = pytest.mark.pure
@@ -72,6 +72,26 @@ CASES = {
         ("With these numbers F = 53,248 does not split evenly over Y = 3",),
         ("F must be padded to a multiple of Y", "tokens per chip"),
         ("allgather_in", "collective volumes per chip")),
+    # Q3 with X = 1: an FSDP axis of one chip moves nothing and costs nothing (docs/spec.md, question 3, as
+    # p = 1 in question 2); the TP comms hide (F·W·M_Y = 53,248 · 1.8e11 = 9.585e15 >= Y·C = 4 · 4.6e14
+    # = 1.84e15), so every batch is compute bound. Charging the gather anyway would give
+    # B = X·C/(W·M_X) = 4.6e14/(1.8e11 · 2) = 1,277.8 tokens, which is nonsense.
+    "comm4d: an FSDP axis of one chip": Case(
+        "[comm4d]\nx = 1\n", "comm4d",
+        ("3: an axis of one chip, X = 1 (no FSDP)", "every batch is compute bound"),
+        ("With these numbers every batch makes this mesh compute bound: explain why.",
+         "On an axis of **one** chip (X = 1 or Y = 1) there is nothing to move"),
+        ("*Answer:* every batch.", "0 s: X = 1 moves nothing", "every batch is compute bound on this course"),
+        ("1,277.8 tokens", "a smaller global batch than in (b)", "X_opt ≈")),
+    # Q3 with Y = 1: no TP collective, T_TP = 0, so the sum equals the max and both conventions give
+    # B = X·C/(W·M_X) = 16 · 4.6e14/(1.8e11 · 2) = 20,444.4 tokens. Charging the TP comms when summed
+    # would give X·C·F·M_Y/(M_X·(F·W·M_Y − Y·C)) = 3.919e20/(2 · (9.585e15 − 4.6e14)) = 21,475.1 tokens.
+    "comm4d: a TP axis of one chip": Case(
+        "[comm4d]\ny = 1\n", "comm4d",
+        ("3: an axis of one chip, Y = 1 (no tensor parallelism)", "both conventions give the same batch"),
+        ("On an axis of **one** chip (X = 1 or Y = 1) there is nothing to move",),
+        ("20,444.4 tokens", "both conventions give this batch", "0 s at every B: Y = 1 moves nothing"),
+        ("21,475.1", "X_opt ≈")),
     # Q4 (b) with s = 100,000 bytes, w = 1e10 bytes/s, o = 50 µs: sqrt(s/(w·o)) = sqrt(1e5/5e5)
     # = sqrt(0.2) = 0.447 < 1 bucket. The overhead n·o + s/(n·w) is 5e-5 + 1e-5 = 6e-5 s at n = 1,
     # 1e-4 + 5e-6 = 1.05e-4 s at n = 2: it only grows, so one bucket of the whole model is best.
@@ -163,8 +183,7 @@ def test_a_target_no_number_of_microbatches_meets(cfg):
     # not a course a TOML can set ([pipeline].target_bubble_percent must be positive), but a config
     # made in code can: for p > 1 the fraction (p − 1)/(m + p − 1) is positive at every m, so a
     # target of 0 % is met by none (min_microbatches is None)
-    course = dataclasses.replace(cfg, questions=("pipeline",),
-                                 pipeline=dataclasses.replace(cfg.pipeline, target_bubble_percent=0))
+    course = replaced(cfg, {"course.questions": ("pipeline",), "pipeline.target_bubble_percent": 0})
     assert degeneracies(course) == {"pipeline": "5 (e): no number of micro-batches brings the bubble "
                                                 "fraction to at most 0 %"}
     handout, solutions = render_markdown(course, solutions=False), render_markdown(course, solutions=True)
@@ -178,8 +197,9 @@ def test_the_other_overlap_convention_without_a_batch_is_said_in_words(cfg):
     # F·W_ici·M_Y = 1.6e15 = Y·C exactly, so the TP comms hide when overlapped (>=) and never when
     # summed (F·W_ici·M_Y − Y·C = 0 leaves no batch).
     chip = Hardware("tie chip", capacity_bytes=16 * 10**9, flops_per_second=4e14, ici_bytes_per_second=1e11)
-    course = dataclasses.replace(cfg, questions=("comm4d",), model=ModelConfig("tie", 4096, 16_000, 126),
-                                 mesh=dataclasses.replace(cfg.mesh, device=chip, x=16, y=4, m_x=2, m_y=1))
+    course = replaced(dataclasses.replace(cfg, model=ModelConfig("tie", 4096, 16_000, 126)),
+                      {"course.questions": ("comm4d",), "comm4d.device": chip, "comm4d.x": 16, "comm4d.y": 4,
+                       "comm4d.m_x": 2, "comm4d.m_y": 1})
     assert degeneracies(course) == {}
     solutions = render_markdown(course, solutions=True)
     assert "In the other convention (comms summed): no batch is large enough" in solutions

@@ -11,7 +11,6 @@ w and o, not by the reference functions the figure plots.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import re
@@ -26,6 +25,7 @@ from shardlab.autograder.questions.buckets import figures as buckets_figures
 from shardlab.autograder.questions.fsdp import figures as fsdp_figures
 from shardlab.autograder.publish.formats import notebook_json, to_html
 from shardlab.autograder.publish.render import build, render_markdown, write_handout
+from shardlab.reference.config import replaced
 from shardlab.autograder.publish.starter import kit_files, public_checks
 from shardlab.autograder.questions import answer_key
 
@@ -43,7 +43,7 @@ def course(request, cfg):
     """The shipped course and one student's variant (other mesh, networks and bucket numbers)."""
     if request.param == "course":
         return cfg
-    return variant_config(dataclasses.replace(cfg, secret="a long private course secret"), "s001")
+    return variant_config(replaced(cfg, {"course.secret": "a long private course secret"}), "s001")
 
 
 @pytest.fixture(autouse=True)
@@ -80,7 +80,7 @@ def test_the_ddp_schedule_leaves_the_model_overhead_after_backward():
 
 
 def test_the_overhead_curve_marks_the_optimum_derived_by_hand(course):
-    s, w, o = course.buckets.model_bytes, course.buckets.bandwidth, course.buckets.call_overhead
+    s, w, o = course.buckets.model_bytes, course.buckets.bandwidth, course.buckets.call_overhead_seconds
     n_star = math.sqrt(s / (w * o))                  # o − s/(n_b²·w) = 0
     least = n_star * o + s / (n_star * w)            # = 2·sqrt(s·o/w)
     assert least == pytest.approx(2 * math.sqrt(s * o / w))
@@ -185,7 +185,7 @@ def test_the_build_keeps_the_solutions_figures_out_of_the_students_folder(cfg, t
 
 
 def test_a_students_own_handout_carries_the_figures(cfg, tmp_path):
-    course = dataclasses.replace(cfg, secret="a long private course secret")
+    course = replaced(cfg, {"course.secret": "a long private course secret"})
     written = write_handout(variant_config(course, "s001"), tmp_path,
                             student=dict(id="s001", name="A Student", answers=""))
     assert sorted(p.name for p in written if p.suffix == ".png") == sorted(f"{n}.png" for n in STUDENT)

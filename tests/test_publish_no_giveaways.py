@@ -58,6 +58,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from shardlab.autograder.core import content
 from shardlab.autograder.core.parts import Call, Case
@@ -70,7 +71,7 @@ from shardlab.autograder.publish.render import build
 from shardlab.autograder.publish.roster import build_roster
 from shardlab.autograder.publish.stubs import generated_stubs
 from shardlab.autograder.questions import all_parts, answer_key
-from shardlab.reference.config import SCAFFOLDINGS, load_config
+from shardlab.reference.config import SCAFFOLDINGS, load_config, replaced
 
 pytestmark = pytest.mark.pure
 
@@ -183,13 +184,16 @@ def _printed(text: str) -> list[Printed]:
 def _given(cfg) -> set[float]:
     """Every number of the course config, the mesh's chip count N = X·Y (the handout
     states it with the mesh), and every task id, which reads as a number ("Task 5.11")."""
-    found = {float(cfg.mesh.x * cfg.mesh.y)}
+    found = {float(cfg.comm4d.x * cfg.comm4d.y), cfg.buckets.call_overhead_seconds}   # o as the code reads it
     found |= {float(p.id) for p in all_parts() if re.fullmatch(r"\d+\.\d+", p.id)}
 
     def walk(x):
         if dataclasses.is_dataclass(x):
             for f in dataclasses.fields(x):
                 walk(getattr(x, f.name))
+        elif isinstance(x, BaseModel):                  # a config section (`reference.config.sections`)
+            for name in type(x).model_fields:
+                walk(getattr(x, name))
         elif isinstance(x, dict):
             for y in x.values():
                 walk(y)
@@ -323,7 +327,7 @@ def course_build(cfg, tmp_path_factory):
 def roster_build(cfg, tmp_path_factory):
     """`shardlab build --roster` for two students: each one's variant config and files."""
     from shardlab.autograder.engine.variants import variant_config
-    course = dataclasses.replace(cfg, secret=SECRET)
+    course = replaced(cfg, {"course.secret": SECRET})
     out = tmp_path_factory.mktemp("roster")
     roster = out / "roster.csv"
     roster.write_text("student_id,name\n" + "".join(f"{s},Student {k}\n" for k, s in enumerate(STUDENTS)))
@@ -626,9 +630,10 @@ def test_the_check_finds_the_old_public_cases(cfg):
     """4.2's public "the course numbers, 25 buckets" and 3.1's public "the course model", as they were."""
     b, m = cfg.buckets, cfg.model
     old = [_planted("4.2", "buckets", "ddp_overhead_seconds", dict(
-               model_bytes=b.model_bytes, bandwidth=b.bandwidth, call_overhead=b.call_overhead, num_buckets=25)),
+               model_bytes=b.model_bytes, bandwidth=b.bandwidth, call_overhead=b.call_overhead_seconds,
+               num_buckets=25)),
            _planted("3.1", "comm4d", "forward_flops", dict(
-               tokens=cfg.tokens_per_device, d_model=m.d_model, d_ff=m.d_ff, num_blocks=m.num_blocks))]
+               tokens=cfg.memory.tokens_per_device, d_model=m.d_model, d_ff=m.d_ff, num_blocks=m.num_blocks))]
     found = posed(cfg, old)
     assert {line.split(" ")[0] for line in found} == {"4.2", "3.1"}, found
 

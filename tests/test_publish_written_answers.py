@@ -80,9 +80,9 @@ def test_every_sub_question_asked_in_prose_has_a_section_and_points(course):
 
 def test_answers_toml_ships_exactly_with_a_secret_and_everything_says_what_to_submit(course):
     cfg, _, _, handout = course
-    kit = kit_files(cfg, handout) if cfg.secret else None      # the shipped course's: tests/test_engine_writeup.py
+    kit = kit_files(cfg, handout) if cfg.course.secret else None   # the shipped course's: tests/test_engine_writeup.py
     top = handout.split("\n## ", 1)[0]
-    if not cfg.secret:
+    if not cfg.course.secret:
         assert "answers.toml" not in handout
         assert "the folder that holds `assignments/` and `writeup.md` and submit it" in top
         return

@@ -26,7 +26,7 @@ def test_numbers_in_bytes_and_rates_may_be_toml_floats(tmp_path):
                           "[model]\nd_model = 8192.0\n")
     assert cfg.buckets.model_bytes == 400_000_000 and isinstance(cfg.buckets.model_bytes, int)
     assert cfg.buckets.bandwidth == 25_000_000_000
-    assert cfg.buckets.call_overhead == pytest.approx(62.5e-6)
+    assert cfg.buckets.call_overhead_seconds == pytest.approx(62.5e-6)
     assert cfg.model.d_model == 8192 and isinstance(cfg.model.d_model, int)
 
 
@@ -43,7 +43,7 @@ def test_numbers_that_are_not_are_named(tmp_path, text, message):
 
 def test_h200_is_a_preset(tmp_path):
     cfg = _load(tmp_path, '[memory]\ngpu = "H200"\n')
-    assert cfg.gpu.capacity_bytes == 141 * 10**9
+    assert cfg.memory.gpu.capacity_bytes == 141 * 10**9
     # the shipped model: P = 2 · 16384 · 53248 · 126 = 219,848,638,464; 16 P = 3,517,578,215,424 bytes,
     # 24.95 H200s' worth: 25
     assert answer_key(cfg)["1"]["gpus_state"].value == 25
@@ -67,13 +67,14 @@ devices = 16
 gpu = "A100 40GB"
 [comm4d]
 device = "Trillium"
+m_x = 1            # a 2D torus (4 links) holds M_X + M_Y = 2 mesh axes
 [fsdp]
 inter_network = "RoCE"
 """)
-    assert cfg.gpu.name == "A100 40GB" and cfg.gpu.capacity_bytes == 40 * 10**9
-    assert cfg.mesh.device.ici_bytes_per_second == 1.8e11 and cfg.mesh.device.ici_links == 4
-    assert (cfg.fsdp.inter.alpha, cfg.fsdp.inter.beta, cfg.fsdp.inter_devices) == (1e-5, 2.5e10, 16)
-    assert cfg.fsdp.intra.name == "intra-node" and cfg.fsdp.intra_devices == 8     # the preset's devices
+    assert cfg.memory.gpu.name == "A100 40GB" and cfg.memory.gpu.capacity_bytes == 40 * 10**9
+    assert cfg.comm4d.device.ici_bytes_per_second == 1.8e11 and cfg.comm4d.device.ici_links == 4
+    assert (cfg.fsdp.inter_network.alpha, cfg.fsdp.inter_network.beta, cfg.fsdp.inter_devices) == (1e-5, 2.5e10, 16)
+    assert cfg.fsdp.intra_network.name == "intra-node" and cfg.fsdp.intra_devices == 8     # the preset's devices
     # 16 P = 3,517,578,215,424 bytes over 40 GB devices: 87.94, so 88
     assert answer_key(cfg)["1"]["gpus_state"].value == 88
 
@@ -88,6 +89,14 @@ inter_network = "RoCE"
      "[fsdp].intra_devices is needed"),
     ('[fsdp]\nintra_network = "NVL72"\n', "names no network"),
     ('hardware = 3\n', "[hardware] must hold tables"),
+    # a v5e is a 2D torus (4 links, 2 axes): the default M_X + M_Y = 2 + 1 = 3 does not fit
+    ('[comm4d]\ndevice = "TPU v5e"\n', "m_x + m_y = 2 + 1 mesh axes exceed the 2 axes of TPU v5e's torus"),
+    # a v5p's 3 axes: 2 + 2 = 4 do not fit
+    ('[comm4d]\nm_y = 2\n', "m_x + m_y = 2 + 2 mesh axes exceed the 3 axes of TPU v5p's torus"),
+    # a chip of the course's own with ICI but no links given has no torus axes
+    ('[hardware."T"]\ncapacity_bytes = 1e10\nflops_per_second = 1e14\nici_bytes_per_second = 1e11\n'
+     '[comm4d]\ndevice = "T"\nm_x = 1\n', "exceed the 0 axes of T's torus (ici_links = 0, two per axis): "
+     "lower m_x or m_y, or give the chip its ici_links"),
 ])
 def test_bad_hardware_and_networks_are_named(tmp_path, text, message):
     with pytest.raises(ShardlabError) as err:
@@ -116,8 +125,9 @@ def test_bad_variants_are_named_when_read(tmp_path, text, message):
 
 def test_the_second_course_reads_as_written():
     cfg = load_config(A100_COURSE)
-    assert cfg.questions == ("pipeline", "memory", "buckets") and cfg.secret
-    assert (cfg.gpu.name, cfg.fsdp_device.name, cfg.pipeline.device.name) == ("A100 40GB", "TPU v5e", "A100")
+    assert cfg.course.questions == ("pipeline", "memory", "buckets") and cfg.course.secret
+    assert (cfg.memory.gpu.name, cfg.memory.fsdp_device.name, cfg.pipeline.device.name) == ("A100 40GB", "TPU v5e",
+                                                                                         "A100")
     assert cfg.buckets.bandwidth == 2.5e10 and cfg.buckets.model_bytes == 280_000_000
     assert {d.key for d in cfg.draws} == {"model.d_model", "model.ffn_ratio", "memory.tokens_per_device",
                                           "buckets.bandwidth", "pipeline.microbatches"}
@@ -137,3 +147,11 @@ def test_scaffolding_is_blank_or_guided(tmp_path):
     with pytest.raises(ShardlabError, match=r"^config \[course\]\.scaffolding must be one of 'blank', 'guided', "
                                             r"got 'full'$"):
         _load(tmp_path, '[course]\nscaffolding = "full"\n')
+
+
+def test_the_torus_rule_binds_only_a_course_that_sets_question_3(tmp_path):
+    """M_X + M_Y = 2 + 1 on a v5e (2 axes) is refused in a course that sets question 3 (above) and not in
+    one that does not, as the pipeline's rule; 1 + 1 fits."""
+    cfg = _load(tmp_path, '[course]\nquestions = ["memory"]\n[comm4d]\ndevice = "TPU v5e"\n')
+    assert (cfg.comm4d.m_x, cfg.comm4d.m_y) == (2, 1)
+    assert _load(tmp_path, '[comm4d]\ndevice = "TPU v5e"\nm_x = 1\n').comm4d.device.torus_axes == 2

@@ -19,7 +19,7 @@ def test_default_config_values(cfg):
     m = cfg.model
     assert ref.param_count(m.d_model, m.d_ff, m.num_blocks) == P
     assert ref.training_state_bytes(P) == 3_517_578_215_424
-    assert ref.activation_bytes(m.d_model, m.d_ff, m.num_blocks, cfg.tokens_per_device) == ACT
+    assert ref.activation_bytes(m.d_model, m.d_ff, m.num_blocks, cfg.memory.tokens_per_device) == ACT
     # 3,517.58 GB / 80 GB = 43.97 -> 44 H100s; with activations 3,589.45 / 80 = 44.87 -> 45
     assert ref.devices_needed(STATE, 80 * 10**9) == 44
     assert ref.devices_needed(STATE + ACT, 80 * 10**9) == 45

@@ -45,7 +45,7 @@ def test_a_slow_edge_case_costs_its_group_only(cfg, submission):
     assert time.monotonic() - start < 60            # one hang: one call's deadline, not a minute
     part = next(p for p in memory.parts if p.id == "1.6")
     assert [(g.name, g.score) for g in part.groups] == [
-        (f"the course model on {cfg.fsdp_device.name}", 1 / 3), ("other inputs", 1 / 3),
+        (f"the course model on {cfg.memory.fsdp_device.name}", 1 / 3), ("other inputs", 1 / 3),
         ("edge case: no FSDP degree fits", 1 / 3), ("edge case: barely fits", 0.0),
         ("edge case: equality is not enough", 1 / 3), ("edge case: fits on one device", 1 / 3)]
     assert part.score == pytest.approx(2 * 5 / 6) and part.max_score == 2

@@ -9,6 +9,7 @@ behind anything; the machine's walls are stand-ins (`jail.walls` patched)."""
 from __future__ import annotations
 
 import sys
+from types import SimpleNamespace
 
 import pytest
 
@@ -31,7 +32,7 @@ MACHINES = {"full": FULL, "namespaces": NO_CGROUP, "landlock": LANDLOCK, "none":
 
 class Course:
     def __init__(self, require_walls: str):
-        self.require_walls = require_walls
+        self.grading = SimpleNamespace(require_walls=require_walls)
 
 
 @pytest.mark.parametrize("level, machine", list(MACHINES.items()))
@@ -58,7 +59,7 @@ def test_what_each_requirement_accepts(monkeypatch, required, accepted):
 def test_the_default_course_refuses_no_walls_in_one_line_naming_the_way_out(monkeypatch):
     monkeypatch.setattr(jail, "walls", lambda: NONE)
     monkeypatch.setattr(sys, "platform", "darwin")
-    assert load_config().require_walls == "isolated"
+    assert load_config().grading.require_walls == "isolated"
     with pytest.raises(ShardlabError) as refused:
         policy.required_walls(load_config())
     message = str(refused.value)
@@ -96,7 +97,7 @@ def _course_file(tmp_path, text: str):
     ("require_jail = true", "full"), ("require_jail = false", "isolated"), ("", "isolated"),
 ])
 def test_require_walls_and_the_older_require_jail(tmp_path, text, level):
-    assert load_config(_course_file(tmp_path, text)).require_walls == level
+    assert load_config(_course_file(tmp_path, text)).grading.require_walls == level
 
 
 @pytest.mark.parametrize("text, error", [

@@ -42,6 +42,7 @@ from shardlab.autograder.core.errors import ShardlabError
 # (file, the module name it is loaded as), in loading order: the kit's halves first (they import only
 # the kit), then the reference, then the definition, which may import all three
 MODULES = (
+    ("config.py", "shardlab.reference.config.own.{name}"),
     ("checks.py", "shardlab.autograder.kit.checks.{name}"),
     ("scenario.py", "shardlab.autograder.kit.scenarios.{name}"),
     ("reference.py", "shardlab.reference.{name}"),
@@ -50,7 +51,7 @@ MODULES = (
 REQUIRED = ("question.py", "reference.py")        # a folder without them is no question
 SOLUTION, TEMPLATE, FIXTURES, SCENARIO = "solution.py", "template.md.j2", "submissions", "scenario.py"
 # what the otter zip carries of a folder: never the solution, nor the wrong submissions built on it
-GRADER_FILES = ("question.py", "reference.py", "scenario.py", "checks.py")
+GRADER_FILES = ("config.py", "question.py", "reference.py", "scenario.py", "checks.py")
 
 LOADED: dict[str, Path] = {}
 """Module name -> file, for every course module this process loaded."""
@@ -150,6 +151,6 @@ def load(name: str, path: Path, folder: Path) -> ModuleType:
 
 def scenario_files() -> list[tuple[str, str]]:
     """(module name, file) of every course scenario this process loaded: what the fork server imports."""
-    prefix = MODULES[1][1].format(name="")
+    prefix = dict(MODULES)["scenario.py"].format(name="")
     return [(name, str(path)) for name, path in LOADED.items() if name.startswith(prefix)]
 

@@ -26,12 +26,15 @@ class Call:
     None outside a grading. A call that hangs costs its group only: the
     sandbox skips the rest of that group and runs every other
     (`sandbox.process`). It is where the call counts, not what is called: it
-    takes no part in equality and `show` leaves it out."""
+    takes no part in equality and `show` leaves it out; so is `hidden`."""
 
     module: str
     function: str
     args: dict[str, Any]
     group: tuple[str, str] | None = field(default=None, compare=False)
+    # a hidden case's call (set by the engine with `group`): run after every public call of the grading, in
+    # processes whose values are never shown (`sandbox.hidden_last`)
+    hidden: bool = field(default=False, compare=False)
 
     def show(self) -> str:
         """The call as feedback names it, in the kit's words (`comparison.call_text`)."""
@@ -74,7 +77,7 @@ class Misconception:
         """Itself, its message naming this course's GPU ([memory].gpu)."""
         if cfg is None or "{" not in self.message:
             return self
-        gpu = cfg.gpu
+        gpu = cfg.memory.gpu
         return replace(self, message=self.message.format(gpu=gpu.name, gpu_gb=f"{gpu.capacity_gb:g}",
                                                          gpu_bytes=f"{gpu.capacity_bytes:,}"))
 

@@ -60,7 +60,7 @@ def course_stamp(cfg) -> dict[str, str]:
     """The course a report was graded against: its name and the sha256 of its
     config file's bytes (`CourseConfig.sha256`). Every report carries it, beside
     grader_version."""
-    return {"name": cfg.course_name, "sha256": cfg.sha256}
+    return {"name": cfg.course.name, "sha256": cfg.sha256}
 
 
 def course_shown(course: dict | None) -> str:

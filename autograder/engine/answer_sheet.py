@@ -55,7 +55,7 @@ def _asked(key: str, cfg) -> bool:
     """Question 3 asks for B/N and B in the course's overlap convention only; no
     question asks for a realism note (a key "note_...": what a real run needs beside
     the graded answer, printed in the solutions only)."""
-    conv = "overlap" if cfg.mesh.overlap else "summed"
+    conv = "overlap" if cfg.comm4d.overlap else "summed"
     if key.startswith(("overlap_", "summed_")):
         return key in (f"{conv}_per_chip", f"{conv}_batch")
     return key not in ("whole", "x_opt") and not key.startswith("note_")
@@ -76,7 +76,8 @@ def answer_sheet(cfg) -> dict[str, dict[str, Worked]]:
 
 def sheet_toml(cfg, student_id: str, values: bool = False) -> str:
     """The answers.toml a student fills in (values=True: filled with the reference's)."""
-    lines = [f"student_id = {json.dumps(student_id)}"]
+    lines = [f"student_id = {json.dumps(student_id)}",
+             '# plain numbers in base units; an answer with no limit (unbounded) is written inf']
     for section, items in answer_sheet(cfg).items():
         lines += ["", f"[{section}]"]
         for key, w in items.items():
@@ -209,7 +210,7 @@ def grade_answers(root: Path, cfg, student_id: str | Submitters | None = None) -
     in answers.toml, which only chooses among a group's members. The result's
     student_id is the id graded (None when none could be), so a batch can show
     the graders that student's numbers (`batch.write_written_answers`)."""
-    if not cfg.secret:
+    if not cfg.course.secret:
         return None
     submitters = Submitters((student_id,)) if isinstance(student_id, str) else student_id
     path = root / ANSWERS_FILE
@@ -218,7 +219,8 @@ def grade_answers(root: Path, cfg, student_id: str | Submitters | None = None) -
         data = read_answers(path) if path.is_file() else {}
         named = data.get("student_id")
         if submitters is None:
-            student_id = check_student_id(named, ANSWERS_FILE) if isinstance(named, str) else None
+            # a blank sheet (the kit's, student_id = "") has no id: said as such, not as a malformed one
+            student_id = check_student_id(named, ANSWERS_FILE) if isinstance(named, str) and named.strip() else None
         elif not submitters.ids:
             student_id, why = None, submitters.problem
         elif named in submitters.ids:
@@ -238,11 +240,12 @@ def grade_answers(root: Path, cfg, student_id: str | Submitters | None = None) -
     for section, expected in sheet.items():
         if student_id is None:
             why = why or ("no answers.toml in the submission" if not path.is_file()
-                          else "answers.toml has no student_id")
-            parts.append(PartResult(_part_id(section), _part_title(section), 0.0, cfg.answer_points,
+                          else "answers.toml has no student_id (the one that came with your own handout "
+                               "has yours filled in)")
+            parts.append(PartResult(_part_id(section), _part_title(section), 0.0, cfg.course.answer_points,
                                     f"Not graded: {why}.", "answers"))
         else:
-            part = _grade_section(section, expected, data.get(section), cfg.answer_points)
+            part = _grade_section(section, expected, data.get(section), cfg.course.answer_points)
             part.feedback += note
             parts.append(part)
     return QuestionResult("answers", SHEET_TITLE, sum(p.score for p in parts),
@@ -253,7 +256,7 @@ def sheet_parts(cfg) -> list[tuple[str, str]]:
     """(part id, title) of every graded section of the sheet for this config
     (one otter test case each, so Gradescope shows and counts them); empty
     without a course secret."""
-    if not cfg.secret:
+    if not cfg.course.secret:
         return []
     return [(_part_id(section), _part_title(section)) for section in answer_sheet(cfg)]
 

@@ -41,8 +41,9 @@ from shardlab.autograder.engine.submission import open_submission
 from shardlab.autograder.kit.timelines.drawing import timeline
 from shardlab.autograder.engine.writeup import read_writeup, writeup_prompts, written_feedback
 from shardlab.autograder.core.errors import ShardlabError, SubmissionRefused
-from shardlab.autograder.questions import all_parts, check_points_config, part_points, questions, registered
+from shardlab.autograder.questions import all_parts, part_points, plan, questions, registered
 from shardlab.autograder.sandbox import leftovers, untrusted
+from shardlab.autograder.sandbox.hidden_last import Gate, Party
 from shardlab.autograder.sandbox.gloo.seeds import submission_pool_key
 from shardlab.autograder.sandbox.process import Limits, Outcome
 from shardlab.autograder.sandbox.walls import required_walls
@@ -172,14 +173,17 @@ def _run_probes(root: Path, cases: dict[str, list[Case]], limits: Limits,
         for part in parts:
             for k, case in enumerate(cases[part.id]):
                 slices[(part.id, k)] = slice(len(calls), len(calls) + len(case.calls))
-                # each call knows its case group: a hang then costs that group only (`Call.group`)
-                calls.extend(replace(call, group=(part.id, case.group)) for call in case.calls)
+                # each call knows its case group (a hang then costs that group only) and whether it is hidden
+                # (run after every public call of the grading: `sandbox.hidden_last`)
+                calls.extend(replace(call, group=(part.id, case.group), hidden=not case.public)
+                             for call in case.calls)
         batches[probe] = (calls, slices, parts)
+    gate = Gate(len(batches))
     # the probes are separate sandboxes that mostly wait: run them side by side
     with ThreadPoolExecutor(max_workers=len(batches) or 1) as pool:
         runs = {probe: pool.submit(contextvars.copy_context().run, _run_probe, probe, str(root), calls, limits,
                                    frozenset(k for key, s in slices.items() if key in traced
-                                             for k in range(s.start, s.stop)))
+                                             for k in range(s.start, s.stop)), gate.party())
                 for probe, (calls, slices, _) in batches.items()}
         outcomes, failed, output, printed = {}, {}, [], 0
         for probe, (_, slices, parts) in batches.items():
@@ -197,12 +201,15 @@ def _run_probes(root: Path, cases: dict[str, list[Case]], limits: Limits,
     return outcomes, failed, "".join(output), printed
 
 
-def _run_probe(probe: str, root: str, calls: list, limits: Limits, traced: frozenset[int]):
+def _run_probe(probe: str, root: str, calls: list, limits: Limits, traced: frozenset[int], gate: Party):
     run = PROBES[probe]
-    with phase(f"{probe} probe", lane=probe):
-        if traced and traces(run):
-            return run(root, calls, limits, traced=traced)
-        return run(root, calls, limits)
+    try:
+        with phase(f"{probe} probe", lane=probe):
+            if traced and traces(run):
+                return run(root, calls, limits, traced=traced, gate=gate)
+            return run(root, calls, limits, gate=gate)
+    finally:
+        gate.public_done()          # a probe that raised before saying so holds no other probe's hidden calls
 
 
 def _score_or_error(part: Part, points: float, cases, expected, outcomes) -> PartResult:
@@ -240,7 +247,7 @@ def _grade_parts(root: Path, cfg, parts: list[Part], limits: Limits = Limits()):
                 unstarted.update({p.id: why for p in parts if p.probe == probe})
     with phase("cases"):
         cases = {p.id: part_cases(cfg, p.id) for p in parts}
-        drawn = {p.id: drawn_case(cases[p.id]) for p in parts if p.drawn and cases[p.id]}
+        drawn = {p.id: k for p in parts if p.drawn and (k := drawn_case(cases[p.id])) is not None}
 
     def expected_values():
         with phase("expected values", lane="reference"):
@@ -268,9 +275,10 @@ def _grade_parts(root: Path, cfg, parts: list[Part], limits: Limits = Limits()):
     return results, output, printed
 
 
-def drawn_case(cases: list[Case]) -> int:
-    """The case a drawn part's timeline shows: its first public case, else its first."""
-    return next((k for k, c in enumerate(cases) if c.public), 0)
+def drawn_case(cases: list[Case]) -> int | None:
+    """The case a drawn part's timeline shows: its first public case; None without one (a hidden run's
+    timeline would show marks and bytes its student processes chose knowing hidden inputs)."""
+    return next((k for k, c in enumerate(cases) if c.public), None)
 
 
 def case_timeline(part: Part, case: Case, got: list[Outcome], expected=None) -> dict | None:
@@ -298,10 +306,10 @@ def grade_folder(root: Path, cfg, limits: Limits = Limits(), label: str | None =
     the id in answers.toml (`answer_sheet`).
     Refuses (ShardlabError) when the course requires the full jail and this
     machine lacks a wall (`sandbox.walls`)."""
-    check_points_config(cfg)
+    plan(cfg)                           # the course's derived values: a bad [points] is one line, first
     walls = required_walls(cfg)
     if limits.deadline is None:         # one budget for everything this grading runs ([grading] budget_seconds)
-        limits = dataclasses.replace(limits, deadline=time.monotonic() + cfg.budget_seconds)
+        limits = dataclasses.replace(limits, deadline=time.monotonic() + cfg.grading.budget_seconds)
     chosen = [q for q in questions(cfg) if modules is None or q.module in modules]
     graded, output, printed = grade_parts(root, cfg, [p for q in chosen for p in q.parts if p.kind == "auto"],
                                           limits)
@@ -352,15 +360,15 @@ def unsubmitted_report(cfg, sentence: str, label: str) -> Report:
     course's questions (and of answers.toml's sheet, with a course secret)
     0 points, its feedback `sentence`, which `no_submission` also holds once
     for the front ends that say it once. No student code ran: no walls."""
-    check_points_config(cfg)
     qresults = []
     for q in questions(cfg):
         parts = [PartResult(p.id, p.title, 0.0, part_points(p, cfg) if p.kind == "auto" else 0.0, sentence,
                             p.kind, p.bonus) for p in q.parts]
         qresults.append(QuestionResult(str(q.number), q.title, 0.0,
                                        sum(p.max_score for p in parts if not p.bonus), parts))
-    if cfg.secret:
-        parts = [PartResult(pid, title, 0.0, cfg.answer_points, sentence, "answers") for pid, title in sheet_parts(cfg)]
+    if cfg.course.secret:
+        parts = [PartResult(pid, title, 0.0, cfg.course.answer_points, sentence, "answers")
+                 for pid, title in sheet_parts(cfg)]
         qresults.append(QuestionResult("answers", SHEET_TITLE, 0.0, sum(p.max_score for p in parts), parts))
     return Report(label, 0.0, sum(q.max_score for q in qresults), qresults, course=course_stamp(cfg),
                   no_submission=sentence)

@@ -20,7 +20,7 @@ REFERENCE_ATTEMPTS = 2          # a failing reference computation is retried onc
 
 def part_rng(cfg, part: Part) -> random.Random:
     """The generator a part draws its cases from: course seed and part id."""
-    return random.Random(f"{cfg.seed}:{part.id}")
+    return random.Random(f"{cfg.course.seed}:{part.id}")
 
 
 def find_part(part_id: str) -> Part:

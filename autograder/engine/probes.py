@@ -15,15 +15,19 @@ from typing import Protocol, TypeGuard
 
 from shardlab.autograder.core.parts import Call
 from shardlab.autograder.sandbox.gloo.launch import run_gloo
+from shardlab.autograder.sandbox.hidden_last import Party
 from shardlab.autograder.sandbox.process import Limits, SandboxRun, run_calls
 
 
 class Probe(Protocol):
     """What PROBES maps a probe name to."""
 
-    def __call__(self, root: str, calls: list[Call], limits: Limits) -> SandboxRun:
+    def __call__(self, root: str, calls: list[Call], limits: Limits, *, gate: Party | None = None) -> SandboxRun:
         """Evaluate `calls` on the staged submission under `root` (it holds
-        assignments/) within `limits`. Returns one Outcome per call, in order
+        assignments/) within `limits`: every public call first, then, once
+        `gate` (the grading's: `sandbox.hidden_last`) opens, the hidden ones
+        (`Call.hidden`), never in a process that reports a public value.
+        Returns one Outcome per call, in order
         (a value or the student's error as text), and what the student's code
         printed. Raises ShardlabError for a submission that cannot be run at
         all (the student's problem) and anything else for a failure of the
@@ -49,7 +53,8 @@ class TracingProbe(Protocol):
 
     traces: bool
 
-    def __call__(self, root: str, calls: list[Call], limits: Limits, *, traced: frozenset[int]) -> SandboxRun:
+    def __call__(self, root: str, calls: list[Call], limits: Limits, *, traced: frozenset[int],
+                 gate: Party | None = None) -> SandboxRun:
         ...
 
 

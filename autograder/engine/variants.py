@@ -55,10 +55,10 @@ def _drawn(cfg: CourseConfig, rng: random.Random) -> dict:
 
 def variant_config(cfg: CourseConfig, student_id: str) -> CourseConfig:
     """The config of one student's variant (the course config when there is no secret)."""
-    if not cfg.secret:
+    if not cfg.course.secret:
         return cfg
     from shardlab.autograder.questions import degeneracies
-    rng = random.Random(variant_seed(cfg.secret, student_id))
+    rng = random.Random(variant_seed(cfg.course.secret, student_id))
     allowed = set(degeneracies(cfg))          # a course degenerate by design keeps that, no more
     why = ""
     for _ in range(ATTEMPTS):
@@ -84,7 +84,7 @@ def variant_config(cfg: CourseConfig, student_id: str) -> CourseConfig:
 
 def check_drawable(cfg: CourseConfig) -> None:
     """Fail now, in one line, when the course's variants cannot be drawn (`variant_config`)."""
-    if cfg.secret:
+    if cfg.course.secret:
         variant_config(cfg, "shardlab-check")
 
 

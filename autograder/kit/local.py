@@ -263,7 +263,7 @@ def rank_main() -> None:
                                 world_size=spec["world_size"],
                                 timeout=timedelta(seconds=spec["collective_seconds"]))
         send("at", None)
-        tracer = Tracer(status=lambda label: send("at", label))
+        tracer = Tracer(status=lambda label: send("at", label), hold_results=True)
         tracer.install()
         _first_backward_from_a_gradient(torch)
     except BaseException as exc:  # noqa: BLE001 - the launcher reports it

@@ -43,7 +43,8 @@ def excess(expected, got, atol: float, rtol: float) -> float:
 
 def constant_factor(pairs: list[tuple[Any, Any]], atol: float, rtol: float) -> float | None:
     """The c with every `got` = c * `expected` within the tolerance (`excess`), over all
-    (expected, got) pairs, or None: c is the least-squares fit, then checked entry by entry."""
+    (expected, got) pairs, or None (also for a c that `factor_text` says as 1: gradients a
+    hair off are wrong, not scaled): c is the least-squares fit, then checked entry by entry."""
     try:
         es = [np.asarray(e, dtype=np.float64).ravel() for e, _ in pairs]
         gs = [np.asarray(g, dtype=np.float64).ravel() for _, g in pairs]
@@ -55,6 +56,8 @@ def constant_factor(pairs: list[tuple[Any, Any]], atol: float, rtol: float) -> f
     if not np.all(np.isfinite(g)) or float(e @ e) == 0.0:
         return None
     c = float(e @ g) / float(e @ e)
+    if factor_text(c) == "1":          # within 1e-3 of the right scale: no factor to speak of
+        return None
     return c if excess(c * e, g, atol, rtol) == 0.0 else None
 
 

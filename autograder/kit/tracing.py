@@ -36,6 +36,13 @@ The tracer also reports where a rank is blocked: `status(label)` before a
 collective or a wait, `status(None)` after, so the parent can say which
 rank hung in which collective.
 
+With `hold_results` (the kit's local ranks), an async collective writes a
+private copy of its result tensor, copied into the caller's only when the
+work is waited for, and `is_completed()` waits: as in a grading, where the
+student's process gets a result only from `wait()` (`ranks.proxy`), a
+bucket read before its all-reduce is waited for reads the same stale values
+every time, locally as in the grader, instead of racing with gloo.
+
 An optional `check(op, arguments)` runs inside every traced call, after
 `status(label)` and before the op: the grader's trusted ranks check the
 ranks' collective fingerprints there (`sandbox.gloo.ranks.fingerprint`),
@@ -58,6 +65,11 @@ TRACED_OPS = ("all_reduce", "broadcast", "reduce", "all_gather", "all_gather_int
               "_all_gather_base", "_reduce_scatter_base", "all_to_all", "all_to_all_single",
               "gather", "scatter", "barrier", "send", "recv", "isend", "irecv")
 P2P_OPS = ("send", "recv", "isend", "irecv")
+# the tensor an async collective writes its result into, by op: with `hold_results`, the op writes a
+# private copy, which reaches this tensor only when the work is waited for (`TracedWork.wait`)
+RESULT_ARGS = {"all_reduce": "tensor", "broadcast": "tensor", "all_gather_into_tensor": "output_tensor",
+               "_all_gather_base": "output_tensor", "all_gather_single": "output_tensor",
+               "reduce_scatter_tensor": "output", "_reduce_scatter_base": "output", "reduce_scatter_single": "output"}
 PEER_ARGS = ("dst", "src", "group_dst", "group_src")
 
 
@@ -70,10 +82,12 @@ def _payload(value: Any) -> tuple[int, str | None]:
 
 
 class TracedWork:
-    """The Work of an async collective; its wait() reports where the rank blocks."""
+    """The Work of an async collective; its wait() reports where the rank blocks and, where
+    the result was held back (`Tracer.hold_results`), writes it into the caller's tensor."""
 
-    def __init__(self, work, label: str, tracer: "Tracer", event: dict):
+    def __init__(self, work, label: str, tracer: "Tracer", event: dict, held: tuple | None = None):
         self._work, self._label, self._tracer, self._event = work, label, tracer, event
+        self._held = held                   # (the caller's tensor, the private copy the op writes)
         try:
             work.get_future().add_done_callback(lambda _f: _ended(event))
         except (AttributeError, RuntimeError):       # a backend without futures: wait() will say
@@ -87,12 +101,22 @@ class TracedWork:
         try:
             done = self._work.wait(*args, **kwargs)
             _ended(self._event)
+            if self._held is not None:
+                target, copy = self._held
+                self._held = None
+                with torch.no_grad():
+                    target.copy_(copy)
             return done
         except BaseException:
             self._tracer.failed_in = label
             raise
         finally:
             self._tracer.leave()
+
+    def is_completed(self) -> bool:
+        """Waits (as the grader's proxy does): a poll would race with the collective."""
+        self.wait()
+        return True
 
     def __getattr__(self, name):
         return getattr(self._work, name)
@@ -105,8 +129,11 @@ def _ended(event: dict) -> None:
 
 class Tracer:
     def __init__(self, status: Callable[[str | None], None] = lambda label: None,
-                 check: Callable[[str, dict], None] | None = None):
+                 check: Callable[[str, dict], None] | None = None, hold_results: bool = False):
         self.check = check                   # (op name, its arguments by name), before each op
+        # an async collective's result reaches the caller's tensor only when it is waited for, as in
+        # a grading (`ranks.proxy`): the kit's local ranks then race no more than the grader's
+        self.hold_results = hold_results
         self.events: list[dict] = []
         self.phase = "setup"
         self.grads = 0
@@ -174,6 +201,13 @@ class Tracer:
             setattr(namespace, name, original)
         self._originals.clear()
 
+    def _held(self, name: str, bound: dict) -> tuple | None:
+        """(the caller's result tensor, a private copy for the op to write), with `hold_results`."""
+        target = bound.get(RESULT_ARGS.get(name, ""))
+        if not self.hold_results or not isinstance(target, torch.Tensor):
+            return None
+        return target, target.detach().clone()
+
     def _group_label(self, group) -> str:
         if group is None or group is c10d.GroupMember.WORLD:
             return "world"
@@ -212,7 +246,8 @@ class Tracer:
             try:
                 if tracer.check is not None:
                     tracer.check(name, bound)
-                work = fn(*args, **kwargs)
+                held = tracer._held(name, bound) if is_async else None
+                work = fn(**{**bound, RESULT_ARGS[name]: held[1]}) if held else fn(*args, **kwargs)
             except BaseException:
                 tracer.failed_in = label
                 raise
@@ -220,7 +255,7 @@ class Tracer:
                 tracer._depth -= 1
                 tracer.leave()
             if is_async and work is not None:
-                return TracedWork(work, label, tracer, event)
+                return TracedWork(work, label, tracer, event, held)
             _ended(event)
             return work
 

@@ -101,7 +101,7 @@ def grade_timeout(config_path: str | None) -> float:
     """Seconds batch waits for one child grader: the course's budget plus GRADE_MARGIN_SECONDS."""
     from shardlab.reference.config import default_value, load_config
     try:
-        budget = load_config(config_path).budget_seconds
+        budget = load_config(config_path).grading.budget_seconds
     except ShardlabError:       # the child says what is wrong with the course, in its one line
         budget = default_value("grading", "budget_seconds")
     return budget + GRADE_MARGIN_SECONDS
@@ -478,7 +478,7 @@ def write_written_answers(folder: Path, results: dict[str, dict], cfg=None) -> l
         for name in sorted(results):
             answer = (results[name].get("written") or {}).get(part.id)
             lines += [f"## {name}", ""]
-            if cfg is not None and cfg.secret:
+            if cfg is not None and cfg.course.secret:
                 lines += [_variant_numbers(cfg, results[name], numbers[part.module], keys), ""]
             lines += [_fenced(answer) if answer else "_no answer_", ""]
         path = folder / f"{part.id}.md"

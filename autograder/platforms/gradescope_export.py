@@ -167,7 +167,7 @@ def check_identifiable(cfg, user_ids: dict[str, str] | None) -> None:
     """Refuse (one line) a re-grade that cannot identify students as
     Gradescope did: with a course secret and `[gradescope] student_id_field =
     "id"`, unless `user_ids` gives each email's Gradescope user id."""
-    if cfg.secret and cfg.gradescope.student_id_field == "id" and user_ids is None:
+    if cfg.course.secret and cfg.gradescope.student_id_field == "id" and user_ids is None:
         raise ShardlabError('[gradescope] student_id_field is "id", but Gradescope\'s export names submitters by '
                             "name, SID and email only, not the Gradescope user id the autograder read, so the "
                             "re-grade cannot tell whose variant answers.toml was graded against; give --roster "

@@ -53,7 +53,7 @@ from shardlab.autograder.sandbox import untrusted
 
 SCHEMA_ID = "shardlab-class-report/1"
 REPORT_JSON, REPORT_CSV, REPORT_HTML = "class-report.json", "class-misconceptions.csv", "class-report.html"
-SOURCES, SOURCE_STAMP = "sources", "SUBMISSION_SHA256"
+SOURCES, SOURCE_STAMP, PRINTS_FILE = "sources", "SUBMISSION_SHA256", "FINGERPRINTS.json"
 MAX_SOURCE_BYTES = 1 << 20      # a kept .py file at most; longer files are cut (never executed, only read)
 MAX_SOURCE_FILES = 64
 HANG = untrusted.DID_NOT_FINISH
@@ -80,6 +80,18 @@ class Batch:
         return {n: r for n, r in self.results.items() if r.get("status") == "ok" and not r.get("no_submission")}
 
 
+def _slim(record: dict) -> dict:
+    """A result without what the report never reads (each part's feedback, the student's output),
+    so a class of 600 fits in memory with room to spare."""
+    record.pop("output", None)
+    for q in record.get("questions") or []:
+        for p in q.get("parts") or [] if isinstance(q, dict) else []:
+            if isinstance(p, dict):
+                p.pop("feedback", None)
+                p.pop("timeline_note", None)
+    return record
+
+
 def load_batch(out: Path) -> Batch:
     """Read OUT/results/*.json and OUT/batch.json; a result file that cannot be
     read is an error row saying so. ShardlabError when OUT holds no results."""
@@ -96,7 +108,7 @@ def load_batch(out: Path) -> Batch:
                 raise ValueError("not a result")
         except (OSError, ValueError) as exc:
             record = {"status": "error", "error": f"its result file is unreadable ({type(exc).__name__})"}
-        results[path.stem] = record
+        results[path.stem] = _slim(record)
     try:
         batch = json.loads((Path(out) / "batch.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -367,7 +379,7 @@ def base_code(batch: Batch) -> dict[str, str]:
     from shardlab.reference.config import load_config
     try:
         cfg = load_config(batch.batch.get("config"))
-        return {**generated_stubs(cfg.scaffolding), **own_stubs(cfg, cfg.scaffolding)}
+        return {**generated_stubs(cfg.course.scaffolding), **own_stubs(cfg, cfg.course.scaffolding)}
     except (ShardlabError, OSError):
         return generated_stubs()
 
@@ -375,27 +387,63 @@ def base_code(batch: Batch) -> dict[str, str]:
 PARALLEL_FROM = 40          # fingerprint a class of this many or more in worker processes
 
 
-def code_documents(sources: dict[str, dict[str, str]], jobs: int, progress: Progress) -> dict:
-    """{name: Document with its fingerprints only} of every student's code, in `jobs` processes
-    for a large class (forked: they need nothing but this module)."""
+def _cache_key() -> str:
+    """What a kept fingerprint file must have been made with to be used again."""
+    return f"code k={similarity.CODE_K} w={similarity.CODE_W} {similarity.LEXER_VERSION}"
+
+
+def cached_prints(out: Path, name: str, digest) -> dict[int, list[int]] | None:
+    """The fingerprints kept beside OUT/sources/<name>/ for the submission `digest`, or None."""
+    try:
+        kept = json.loads((Path(out) / SOURCES / name / PRINTS_FILE).read_text(encoding="utf-8"))
+        if kept["sha256"] == digest and kept["key"] == _cache_key():
+            return {int(h): list(at) for h, at in kept["prints"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return None
+
+
+def code_documents(out: Path, sources: dict[str, dict[str, str]], digests: dict[str, str], jobs: int,
+                   progress: Progress) -> dict:
+    """{name: Document with its fingerprints only} of every student's code: those kept from an
+    earlier build of the same bytes (PRINTS_FILE), the others computed, in `jobs` processes for a
+    large class (forked: they need nothing but this module), and kept."""
     import multiprocessing
+    from shardlab.autograder.platforms.batch import write_atomic
     docs = {}
-    items = sorted(sources.items())
+    todo = []
+    for name in sorted(sources):
+        prints = cached_prints(out, name, digests[name])
+        if prints is None:
+            todo.append((name, sources[name]))
+        else:
+            docs[name] = similarity.Document(prints=prints)
+    progress("fingerprinting code", len(docs), len(sources))
     mapped: Iterator[tuple[str, dict[int, list[int]]]]
-    if len(items) < PARALLEL_FROM or jobs < 2:
-        mapped = map(_code_prints, items)
+    if len(todo) < PARALLEL_FROM or jobs < 2:
+        mapped = map(_code_prints, todo)
         pool = None
     else:
         pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"))
-        mapped = pool.map(_code_prints, items, chunksize=8)
+        mapped = pool.map(_code_prints, todo, chunksize=8)
     try:
-        for k, (name, prints) in enumerate(mapped, 1):
+        for name, prints in mapped:
             docs[name] = similarity.Document(prints=prints)
-            progress("fingerprinting code", k, len(items))
+            kept = {"sha256": digests[name], "key": _cache_key(), "prints": list(prints.items())}
+            write_atomic(Path(out) / SOURCES / name / PRINTS_FILE, json.dumps(kept))
+            progress("fingerprinting code", len(docs), len(sources))
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
     return docs
+
+
+def _shown_line(text: str) -> str:
+    """A line of a student's file as the view shows it: its indentation kept (tabs as 4 spaces), the
+    rest one clean line of at most 300 characters (`untrusted.one_line`)."""
+    text = text.expandtabs(4)
+    body = text.lstrip(" ")
+    return " " * min(len(text) - len(body), 40) + untrusted.one_line(body, 300) if body.strip() else ""
 
 
 def _view(files_a: dict[str, str], files_b: dict[str, str], marks_a: dict, marks_b: dict) -> list[dict]:
@@ -406,8 +454,7 @@ def _view(files_a: dict[str, str], files_b: dict[str, str], marks_a: dict, marks
         sides = []
         for files, marks in ((files_a, marks_a), (files_b, marks_b)):
             lines = files.get(file, "").splitlines()
-            sides.append([[k, untrusted.one_line(text, 300) if text.strip() else "", k in marks.get(file, set())]
-                          for k, text in enumerate(lines, 1)])
+            sides.append([[k, _shown_line(text), k in marks.get(file, set())] for k, text in enumerate(lines, 1)])
         shown.append({"file": file, "a": sides[0], "b": sides[1]})
     return shown
 
@@ -427,7 +474,8 @@ def similar_pairs(batch: Batch, threshold: float, jobs: int = 2, progress: Progr
             not_compared.append(name)
         progress("reading code", k, len(attempted))
     base = similarity.code_document(base_code(batch))
-    code_docs = code_documents(sources, jobs, progress)
+    code_docs = code_documents(batch.out, sources, {n: str(batch.results[n].get("submission_sha256"))
+                                                    for n in sources}, jobs, progress)
     code, code_out = similarity.pair_scores(code_docs, similarity.base_hashes(base, similarity.CODE_K))
     written = {n: {p: str(t) for p, t in (batch.results[n].get("written") or {}).items() if str(t).strip()}
                for n in attempted}
@@ -440,7 +488,7 @@ def similar_pairs(batch: Batch, threshold: float, jobs: int = 2, progress: Progr
         pairs.append(_pair(a, b, code.get((a, b)), words.get((a, b)), sources, written, code_out, words_out))
         progress("marking matching regions", k, len(chosen))
     pairs.sort(key=lambda p: -max(p["code_a"], p["code_b"], p["writeup_a"], p["writeup_b"]))
-    return {"method": "winnowing fingerprints (MOSS's method) over normalised Python tokens and writeup words",
+    return {"method": "Winnowing fingerprints (MOSS's method) over normalised Python tokens and writeup words",
             "threshold": threshold, "code_k": similarity.CODE_K, "code_window": similarity.CODE_W,
             "words_k": similarity.WORDS_K, "words_window": similarity.WORDS_W, "min_shared": similarity.MIN_SHARED,
             "compared": len(sources), "writeups_compared": len(word_docs), "not_compared": not_compared,

@@ -17,7 +17,7 @@ from shardlab.autograder.core.drawing import COMM, COMPUTE, DPI, EXPOSED, pyplot
 from shardlab.autograder.core.results import points_text
 
 TEMPLATE = "class_report.html.j2"
-WIDTH_INCH = 7.2            # the page's column is 52rem, about 7.5 inches at 96 dpi
+WIDTH_INCH = 9.2            # the page's column, 56rem = 896 px: an SVG point is 4/3 px, so drawn at 1:1
 CONTEXT_LINES = 2           # lines shown around a matching region in a side-by-side view
 MAX_BAR_ROWS = 40           # a bar chart shows this many rows at most (the table lists them all)
 
@@ -41,11 +41,18 @@ def _axes(ax, xlabel: str, ylabel: str) -> None:
     ax.tick_params(labelsize=8)
 
 
-def histogram(values: list[float], xlabel: str, ylabel: str, bins, color: str = COMPUTE) -> str:
+def _label(text: str, limit: int = 46) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def histogram(values: list[float], xlabel: str, ylabel: str, bins, color: str = COMPUTE,
+              xticks: list[int] | None = None) -> str:
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(WIDTH_INCH, 2.6), dpi=DPI)
+    fig, ax = plt.subplots(figsize=(WIDTH_INCH, 2.4), dpi=DPI)
     ax.hist(values, bins=bins, color=color, edgecolor="white")
     ax.yaxis.get_major_locator().set_params(integer=True)
+    if xticks is not None:
+        ax.set_xticks(xticks)
     _axes(ax, xlabel, ylabel)
     return _svg(fig)
 
@@ -66,17 +73,18 @@ def written_plot(written: dict) -> str | None:
     if not n or not counts:
         return None
     return histogram(counts, f"written sections answered (of {n})", "students",
-                     [k - 0.5 for k in range(n + 2)], COMM)
+                     [k - 0.5 for k in range(n + 2)], COMM, list(range(0, n + 1, max(1, n // 10))))
 
 
 def parts_plot(parts: list[dict]) -> str | None:
-    """Per part, the shares at full marks, partial and zero (worst on top), and the gap's share as a mark."""
-    rows = [p for p in parts if p["students"]][:MAX_BAR_ROWS]
+    """Per part where someone lost points, the shares at full marks, partial and zero (worst on top),
+    and the gap's share as a mark; the parts everyone got right are only in the table."""
+    rows = [p for p in parts if p["students"] and (p["losing"] or p["gap"])][:MAX_BAR_ROWS]
     if not rows:
         return None
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(WIDTH_INCH, 0.9 + 0.24 * len(rows)), dpi=DPI)
-    labels = [f"{p['part']} {p['title']}"[:38] for p in rows]
+    labels = [_label(f"{p['part']} {p['title']}") for p in rows]
     y = list(range(len(rows)))
     left = [0.0] * len(rows)
     for key, label, color in (("zero_share", "zero", EXPOSED), ("partial_share", "partial", COMM),
@@ -105,7 +113,7 @@ def misconceptions_plot(rows: list[dict]) -> str | None:
     y = list(range(len(rows)))
     bars = ax.barh(y, [r["count"] for r in rows], color=EXPOSED, height=0.7)
     ax.bar_label(bars, [f"{r['count']} ({100 * r['share']:.0f}%)" for r in rows], padding=3, fontsize=7.5)
-    ax.set_yticks(y, [f"{r['part']} {r['name']}"[:40] for r in rows], fontsize=7.5)
+    ax.set_yticks(y, [_label(f"{r['part']} {r['name']}") for r in rows], fontsize=7.5)
     ax.invert_yaxis()
     ax.margins(x=0.15)
     ax.xaxis.get_major_locator().set_params(integer=True)

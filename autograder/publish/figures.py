@@ -15,7 +15,7 @@ def memory_breakdown(cfg) -> dict[str, int]:
     """Bytes per kind of training memory for the course model (one device's tokens)."""
     m = cfg.model
     p = memory.param_count(m.d_model, m.d_ff, m.num_blocks)
-    act = memory.activation_bytes(m.d_model, m.d_ff, m.num_blocks, cfg.tokens_per_device)
+    act = memory.activation_bytes(m.d_model, m.d_ff, m.num_blocks, cfg.memory.tokens_per_device)
     fp32 = FP32_BYTES * p
     out = {"FP32 master weights": fp32, "FP32 gradients": fp32, "Adam first moment": fp32,
            "Adam second moment": fp32, "BF16 activations": act}
@@ -31,12 +31,12 @@ def memory_breakdown_png(cfg, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(7, 3.6), dpi=120)
     bars = ax.barh(list(parts), [b / GB for b in parts.values()], color=["#4c72b0"] * 4 + ["#dd8452"])
     ax.bar_label(bars, [f"{b / GB:,.1f} GB" for b in parts.values()], padding=3)
-    ax.axvline(cfg.gpu.capacity_gb, color="k", ls="--", lw=1,
-               label=f"one {cfg.gpu.name} ({cfg.gpu.capacity_gb:g} GB)")
+    ax.axvline(cfg.memory.gpu.capacity_gb, color="k", ls="--", lw=1,
+               label=f"one {cfg.memory.gpu.name} ({cfg.memory.gpu.capacity_gb:g} GB)")
     ax.legend(loc="lower right", fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("GB (10^9 bytes)")
-    ax.set_title(f"{cfg.model.name}: training memory, {cfg.tokens_per_device:,} tokens per device")
+    ax.set_title(f"{cfg.model.name}: training memory, {cfg.memory.tokens_per_device:,} tokens per device")
     ax.margins(x=0.2)
     fig.tight_layout()
     fit_texts(fig)          # a long model name never pushes the title past the figure's edge

@@ -20,7 +20,7 @@ TEMPLATES = content.folder("templates")
 def _own_template_file(name: str) -> Path | None:
     folder, _, file = name.partition("/")
     module = file.removesuffix(".md.j2")
-    path = course_folders.LOADED.get(course_folders.MODULES[-1][1].format(name=module))
+    path = course_folders.LOADED.get(dict(course_folders.MODULES)["question.py"].format(name=module))
     if folder != "questions" or not file.endswith(".md.j2") or path is None:
         return None
     return course_folders.QuestionFolder(path.parent).needed(course_folders.TEMPLATE)

@@ -82,7 +82,7 @@ def write_handout(cfg, out: Path, student: dict | None = None) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     md = render_markdown(cfg, False, student=student)
     (out / "handout.md").write_text(md, encoding="utf-8")
-    (out / "handout.html").write_text(to_html(md, cfg.assignment_name), encoding="utf-8")
+    (out / "handout.html").write_text(to_html(md, cfg.course.assignment), encoding="utf-8")
     return [out / "handout.md", out / "handout.html", *write_figures(cfg, out, False)]
 
 
@@ -98,7 +98,7 @@ def build(cfg, out: Path) -> list[Path]:
                "buckets": BUCKETS_PNG if (out / BUCKETS_PNG).is_file() else None}
     solutions = render_markdown(cfg, True, figures)
     (out / "solutions.md").write_text(solutions, encoding="utf-8")
-    (out / "solutions.html").write_text(to_html(solutions, f"{cfg.assignment_name}: solutions"),
+    (out / "solutions.html").write_text(to_html(solutions, f"{cfg.course.assignment}: solutions"),
                                         encoding="utf-8")
     written += [out / "solutions.md", out / "solutions.html", out / MEMORY_PNG, *write_figures(cfg, out, True)]
     written.append(build_starter_kit(cfg, md, out))

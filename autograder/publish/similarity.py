@@ -52,6 +52,7 @@ CODE_TOKEN = re.compile(r'''
 |(?P<name>[^\W\d]\w*)
 |(?P<op>\*\*=?|//=?|->|:=|\.\.\.|<<=?|>>=?|[-+*/%@&|^<>=!]=|[-+*/%@&|^~<>=.,:;()\[\]{}])
 ''', re.X)
+LEXER_VERSION = "lexer 1"    # bump when CODE_TOKEN or the normalisation changes: kept fingerprints are redone
 WORD = re.compile(r"[^\W_]+")
 KEPT_NAMES = frozenset(keyword.kwlist) | frozenset(keyword.softkwlist) | frozenset(dir(builtins))
 

@@ -304,8 +304,8 @@ def kit_files(cfg, handout_md: str) -> dict[str, str | bytes]:
     checks = public_checks(cfg)
     runs = public_runs(cfg)
     modules = {f"{q.module}.py" for q in questions(cfg)}
-    stubs = generated_stubs(cfg.scaffolding)           # [course] scaffolding: blank or guided
-    stubs.update(own_stubs(cfg, cfg.scaffolding))      # the course's own questions' (course folders)
+    stubs = generated_stubs(cfg.course.scaffolding)           # [course] scaffolding: blank or guided
+    stubs.update(own_stubs(cfg, cfg.course.scaffolding))      # the course's own questions' (course folders)
     files: dict[str, str | bytes] = {f"assignments/{name}": text for name, text in stubs.items()
                                      if name in modules or name == "__init__.py"}
     files.update(harness_files(cfg))        # tests/shardlab_local/ (the kit package) and its launchers
@@ -328,11 +328,11 @@ def kit_files(cfg, handout_md: str) -> dict[str, str | bytes]:
     files["README.md"] = kit_readme(cfg, distributed)
     files[WRITEUP_FILE] = writeup_template(cfg)
     files["tests/writeup_sections.json"] = json.dumps(writeup_prompts(cfg), indent=1)    # what conftest checks
-    if cfg.secret:          # only then is answers.toml graded (`engine.answer_sheet`)
+    if cfg.course.secret:          # only then is answers.toml graded (`engine.answer_sheet`)
         files[ANSWERS_FILE] = KIT_ANSWERS_NOTE + sheet_toml(cfg, "")
     files.update({path: png for path, _, png in document_figures(cfg, False).values()})   # the handout's
     files["handout.md"] = handout_md
-    files["handout.html"] = to_html(handout_md, cfg.assignment_name)     # offline, MathML; figures/ beside it
+    files["handout.html"] = to_html(handout_md, cfg.course.assignment)     # offline, MathML; figures/ beside it
     files["handout.ipynb"] = notebook_json(cfg, handout_md, checks)
     return files
 

@@ -4,7 +4,7 @@ task id from the part definitions (inside a function), or dropped (at module
 level). One source, no drift: a test regenerates and compares.
 
 How much else a stub keeps is the course's `[course] scaffolding`
-(reference/config.py), marked in solutions/ two ways:
+(docs/config.md), marked in solutions/ two ways:
 
 - `# BEGIN SCAFFOLD` ... `# END SCAFFOLD` around private helpers (classes,
   functions, methods) a guided stub keeps as a skeleton (their bodies still

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import weakref
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -74,13 +75,13 @@ def own_questions(cfg) -> tuple[Question, ...]:
     a piece, fails to import, or whose module, part ids or number are already taken is a one-line error
     naming it."""
     out = []
-    for folder in course_folders.question_folders(getattr(cfg, "question_dirs", ())):
+    for folder in course_folders.question_folders(cfg.course.question_dirs):
         key = str(folder.path)
         if key not in _OWN:
             _OWN[key] = _loaded(folder)
-        if (key, cfg.sha256, cfg.seed) not in _SCENARIOS_CHECKED:
+        if (key, cfg.sha256, cfg.course.seed) not in _SCENARIOS_CHECKED:
             own_checks.check_scenarios(folder, _OWN[key], cfg)
-            _SCENARIOS_CHECKED.add((key, cfg.sha256, cfg.seed))
+            _SCENARIOS_CHECKED.add((key, cfg.sha256, cfg.course.seed))
         out.append(_OWN[key])
     return tuple(out)
 
@@ -115,10 +116,12 @@ def questions(cfg=None) -> tuple[Question, ...]:
     """The questions a course sets: the package's and the course's own (`own_questions`), narrowed to
     its config's `[course] questions` (module names; empty means all), in number order; without a
     config, every question of the package. Everything a course produces (handout, solutions, starter
-    kit, otter zip, grading, `shardlab check`) goes through this."""
-    if cfg is None:
-        return shipped()
-    chosen = getattr(cfg, "questions", ())
+    kit, otter zip, grading, `shardlab check`) goes through this; it reads the course's `plan`."""
+    return shipped() if cfg is None else plan(cfg).questions
+
+
+def _chosen(cfg) -> tuple[Question, ...]:
+    chosen = cfg.course.questions
     pool = sorted(shipped() + own_questions(cfg), key=lambda q: q.number)
     return tuple(q for q in pool if not chosen or q.module in chosen)
 
@@ -138,7 +141,13 @@ def _question_of(part: Part) -> Question:
 
 
 def part_points(part: Part, cfg) -> float:
-    """Points of a part for this course. `[points] "<part id>" = x` sets one
+    """Points of a part for this course (`plan`; `_points_of` says how they are set)."""
+    found = plan(cfg).points.get(part.id)
+    return _points_of(part, cfg) if found is None else found
+
+
+def _points_of(part: Part, cfg) -> float:
+    """`[points] "<part id>" = x` sets one
     part; `[points] <question> = total` scales that question's auto parts
     (after any part overrides) so that its non-bonus parts sum to `total`,
     keeping their proportions (bonus parts scale with them). A written part
@@ -168,11 +177,11 @@ def check_points_config(cfg) -> None:
     nor a question name, or that belongs to a question the course does not set."""
     pool = shipped() + own_questions(cfg)
     known = [q.module for q in pool]
-    unknown = [name for name in getattr(cfg, "questions", ()) if name not in known]
+    unknown = [name for name in cfg.course.questions if name not in known]
     if unknown:
         raise ShardlabError(f"config [course] questions names unknown questions: {', '.join(unknown)} "
                             f"(known: {', '.join(known)})")
-    chosen = {q.module for q in questions(cfg)}
+    chosen = {q.module for q in _chosen(cfg)}
     owner = {p.id: q.module for q in pool for p in q.parts} | {m: m for m in known}
     bad = sorted(k for k in dict(cfg.points) if k not in owner)
     if bad:
@@ -189,12 +198,50 @@ def degeneracies(cfg) -> dict[str, str]:
     """{question module: sentence} for the questions this course sets (`questions(cfg)`) whose numbers
     make a sub-question degenerate (no FSDP degree fits, no batch is compute bound, fewer than one
     bucket, a one-stage pipeline...): what happens instead, with the reference's numbers. Empty when
-    none is. `shardlab build` warns of each; the handout and the solutions say so."""
+    none is. `shardlab build` warns of each; the handout and the solutions say so (`plan`)."""
+    return dict(plan(cfg).degeneracies)
+
+
+def _degeneracies(cfg, chosen: tuple[Question, ...]) -> dict[str, str]:
     found = {}
-    for q in questions(cfg):
+    for q in chosen:
         sentence = q.degenerate(cfg) if q.degenerate else None
         if sentence:
             found[q.module] = sentence
+    return found
+
+
+@dataclass(frozen=True, eq=False)
+class CoursePlan:
+    """What a course's config implies, derived once per course (`plan`): its questions in number order,
+    each part's points by part id, and which questions its numbers make degenerate (computed on first
+    use: only `build` and the renderers ask)."""
+
+    cfg: Any
+    questions: tuple[Question, ...]
+    points: dict[str, float]
+
+    @classmethod
+    def of(cls, cfg) -> CoursePlan:
+        check_points_config(cfg)
+        chosen = _chosen(cfg)
+        return cls(cfg, chosen, {p.id: _points_of(p, cfg) for q in chosen for p in q.parts})
+
+    @cached_property
+    def degeneracies(self) -> dict[str, str]:
+        return _degeneracies(self.cfg, self.questions)
+
+
+_PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # a course -> its plan, while it lives
+
+
+def plan(cfg) -> CoursePlan:
+    """The course's `CoursePlan`, derived the first time a course is seen (the CLI does it as it loads
+    one, so a bad [points] or [course] questions is one line before anything runs) and read from then
+    on: equal courses share one."""
+    found = _PLANS.get(cfg)
+    if found is None:
+        found = _PLANS[cfg] = CoursePlan.of(cfg)
     return found
 
 

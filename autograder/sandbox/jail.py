@@ -513,6 +513,11 @@ def _own_cgroup(controller: str) -> str:
     return "/"
 
 
+# how long a grader waits for what it killed to be gone (a loaded machine delivers SIGKILL late: at load 15 to 46
+# ranks of a finished grading were seen alive); past it, what is still there is named, never taken for gone
+KILL_WAIT_SECONDS = 20.0
+
+
 @dataclass
 class Cgroup:
     """One sandbox's cgroups: v2 (where `cgroup.kill` lives) and the v1
@@ -579,18 +584,19 @@ class Cgroup:
 
     def kill(self) -> None:
         """Everything in the cgroup dies: `cgroup.kill` (v2), else SIGKILL to
-        every member until none is left (a fork bomb is bounded by pids.max)."""
+        every member until none is left (a fork bomb is bounded by pids.max);
+        returns once none is (a process leaves cgroup.procs as it exits), or
+        after KILL_WAIT_SECONDS with survivors, which `remove` then names."""
         self._set("unified", "cgroup.kill", "1")
-        for _ in range(200):
-            left = self.pids()
-            if not left:
-                return
+        deadline, pause = time.monotonic() + KILL_WAIT_SECONDS, 0.002
+        while (left := self.pids()) and time.monotonic() < deadline:
             for pid in left:
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except OSError:
                     pass
-            time.sleep(0.005)
+            time.sleep(pause)
+            pause = min(0.05, pause * 2)
 
     def remove(self) -> None:
         """Remove the cgroup's folders, the cgroups nested in them first (a grader that ran

@@ -21,10 +21,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import tempfile
+import time
 from pathlib import Path
 
-from shardlab.autograder.sandbox.jail import Cgroup
+from shardlab.autograder.sandbox.jail import KILL_WAIT_SECONDS, Cgroup
 
 _NAMED = re.compile(r"shardlab-(\d+)-")
 
@@ -54,6 +56,39 @@ def _alive(pid: int) -> bool:
     except (OSError, IndexError):
         return True
     return state not in ("Z", "X")
+
+
+def session_members(session: int) -> list[int]:
+    """Live (not zombie) processes whose session id is `session` (field 6 of /proc/<pid>/stat)."""
+    members = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 3 and fields[3] == str(session) and fields[0] not in ("Z", "X"):
+            members.append(int(pid))
+    return members
+
+
+def kill_session(session: int, seconds: float = KILL_WAIT_SECONDS) -> list[int]:
+    """SIGKILL every process of `session` (a sandbox's processes start in one: the worker's or the fork
+    server's), again until none is alive or `seconds` have passed. Returns the survivors (none, unless the
+    machine cannot kill them in that time: the caller says so). A process that left the session is the
+    cgroup's to kill, or the PID namespace's (docs/trust.md, "Nothing left behind")."""
+    deadline = time.monotonic() + seconds
+    pause = 0.002
+    while (alive := session_members(session)):
+        if time.monotonic() > deadline:
+            return alive
+        for pid in alive:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(pause)
+        pause = min(0.05, pause * 2)
+    return []
 
 
 def sweep(grader_pid: int) -> list[str]:

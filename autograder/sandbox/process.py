@@ -13,8 +13,13 @@ carries on with the remaining calls. A call that hangs costs its case group
 only cost the deadline again), every other group's calls are. Output is
 drained and capped, one cap for all of a sandbox's workers.
 
-One worker runs every call until one hangs: the common case pays for one
-jail. After a hang (a call's or an import's deadline passed), the calls
+Hidden calls last (`hidden_last`): the public calls run first, then, once
+the grading's gate opens (every probe done with its public calls), the
+hidden ones in fresh workers, so no worker that reports a public value has
+seen a hidden input. Each of the two sets is run as follows.
+
+One worker runs every call of the set until one hangs: the common case pays
+for two jails. After a hang (a call's or an import's deadline passed), the calls
 still to run are split by case group over up to `WORKERS_AFTER_A_HANG`
 workers at once, each share then run as above (a fresh worker for what a
 killed or dead one left). A submission that hangs in several groups (a
@@ -52,7 +57,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shardlab.autograder.sandbox import jail, zygote
-from shardlab.autograder.sandbox.leftovers import private_folder
+from shardlab.autograder.sandbox.hidden_last import Party, split
+from shardlab.autograder.sandbox.leftovers import KILL_WAIT_SECONDS, kill_session, private_folder
 from shardlab.autograder.sandbox.zygote import worker_env
 from shardlab.autograder.core.parts import Call
 from shardlab.autograder.core.phases import phase
@@ -127,11 +133,21 @@ class CappedReader(threading.Thread):
 
 
 def kill_group(proc: subprocess.Popen) -> None:
+    """Kill a sandbox process started in its own session (`zygote.start`) and everything of that session,
+    and return only once none of it is alive (`leftovers.kill_session`: a loaded machine delivers SIGKILL
+    late, and a grading must not return while its processes live)."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
     proc.wait()
+    survivors = kill_session(proc.pid)
+    if survivors:
+        raise SandboxError(f"processes {survivors} of a sandbox outlived SIGKILL for {KILL_WAIT_SECONDS:g} s")
+
+
+class SandboxError(Exception):
+    """A sandbox's processes could not be ended (the machine's, never the student's fault)."""
 
 
 class Sandbox:
@@ -165,10 +181,11 @@ class Sandbox:
         self.close()
 
 
-def run_calls(root: str, calls: list[Call], limits: Limits = Limits()) -> SandboxRun:
-    """Evaluate every call against the submission at `root` (holding assignments/)."""
+def run_calls(root: str, calls: list[Call], limits: Limits = Limits(), gate: Party | None = None) -> SandboxRun:
+    """Evaluate every call against the submission at `root` (holding assignments/): the public calls first,
+    then, once `gate` (the grading's) opens, the hidden ones in fresh workers (`hidden_last`)."""
     with Sandbox(root, limits.sandbox_memory_bytes) as box:
-        return _run_calls(box, calls, limits)
+        return _run_calls(box, calls, limits, gate or Party.alone())
 
 
 def prepare(root: str, limits: Limits = Limits()) -> None:
@@ -183,12 +200,29 @@ def prepare(root: str, limits: Limits = Limits()) -> None:
 run_calls.prepare = prepare         # type: ignore[attr-defined]
 
 
-def _run_calls(box: Sandbox, calls: list[Call], limits: Limits) -> SandboxRun:
+def _run_calls(box: Sandbox, calls: list[Call], limits: Limits, gate: Party) -> SandboxRun:
     outcomes: list[Outcome | None] = [None] * len(calls)
     output, printed = bytearray(), [0]
-    everything = list(range(len(calls)))
-    started, hung = _carry_on(box, calls, everything, outcomes, limits, output, printed, "calls", stop_at_a_hang=True)
-    left = [i for i in everything if outcomes[i] is None]
+    public, hidden = split(calls)
+    try:
+        started = _run_some(box, calls, public, outcomes, limits, output, printed)
+    finally:
+        gate.public_done()
+    if hidden and gate.wait(limits.deadline):
+        started += _run_some(box, calls, hidden, outcomes, limits, output, printed)
+    for i in hidden:                # the gate stayed shut: the budget ran out before every public call was done
+        outcomes[i] = outcomes[i] or Outcome(error=OUT_OF_BUDGET)
+    return SandboxRun(outcomes=outcomes, output=output.decode("utf-8", "replace"),  # type: ignore[arg-type]
+                      output_bytes=printed[0], restarts=max(0, started - 1))
+
+
+def _run_some(box: Sandbox, calls: list[Call], some: list[int], outcomes, limits, output, printed) -> int:
+    """Run the calls `some` (indices into `calls`): one worker until a hang, then the rest split over up to
+    WORKERS_AFTER_A_HANG workers (module docstring). Returns the workers started."""
+    if not some:
+        return 0
+    started, hung = _carry_on(box, calls, some, outcomes, limits, output, printed, "calls", stop_at_a_hang=True)
+    left = [i for i in some if outcomes[i] is None]
     if hung and left:
         shares = _shares(calls, left, WORKERS_AFTER_A_HANG)
         with phase(f"the calls left after a hang, {len(shares)} workers side by side", lane="calls"), \
@@ -198,8 +232,7 @@ def _run_calls(box: Sandbox, calls: list[Call], limits: Limits) -> SandboxRun:
             done = [pool.submit(_carry_on, box, calls, share, outcomes, limits, output, printed, lane)
                     for share, lane in zip(shares, lanes)]
             started += sum(future.result()[0] for future in done)
-    return SandboxRun(outcomes=outcomes, output=output.decode("utf-8", "replace"),  # type: ignore[arg-type]
-                      output_bytes=printed[0], restarts=max(0, started - 1))
+    return started
 
 
 def _shares(calls: list[Call], pending: list[int], workers: int) -> list[list[int]]:
@@ -276,92 +309,104 @@ MAX_LINE_BYTES = 1 << 20           # one result line; more is a corrupted channe
 TIMED_OUT = "timed out"            # why a worker was killed at a deadline (`_blame` words it for a call)
 
 
+class _Progress:
+    """Where a worker is, as its result messages say, and its deadline (`_watch`). `take` checks a message
+    against the protocol (each module imported once, calls started and answered in order) before it is
+    used: ValueError (or KeyError, ...) when it does not follow it."""
+
+    def __init__(self, pending: list[int], outcomes: list, limits: Limits):
+        self.pending, self.outcomes, self.limits = pending, outcomes, limits
+        self.current: int | None = None          # index into pending of the call running
+        self.importing: str | None = None        # module being imported
+        self.imported: set[str] = set()
+        self.expect_next = 0                     # the next call the worker may start or answer
+        started = time.monotonic()
+        self.overall = min(started + limits.import_seconds + limits.call_seconds * len(pending),
+                           started + limits.left())      # the worker's own budget, within the grading's
+        self.deadline = min(self.overall, started + limits.import_seconds)
+
+    @property
+    def finished(self) -> bool:
+        return self.expect_next == len(self.pending)
+
+    def take(self, line: bytes) -> None:
+        msg = json.loads(line)
+        if not isinstance(msg, dict):
+            raise ValueError
+        now = time.monotonic()
+        if "importing" in msg:
+            if msg["importing"] in self.imported or self.current is not None:
+                raise ValueError
+            self.imported.add(msg["importing"])
+            self.importing, self.current = msg["importing"], None
+            self.deadline = min(self.overall, now + self.limits.import_seconds)
+        elif "start" in msg:
+            if msg["start"] != self.expect_next:
+                raise ValueError
+            self.importing, self.current = None, msg["start"]
+            self.deadline = min(self.overall, now + self.limits.call_seconds)
+        elif "done" in msg:
+            if msg["done"] != self.expect_next:
+                raise ValueError
+            self.outcomes[self.pending[msg["done"]]] = Outcome(msg.get("value"), msg.get("error"))
+            self.current, self.importing = None, None
+            self.expect_next += 1
+            self.deadline = min(self.overall, now + self.limits.call_seconds)
+        else:
+            raise ValueError
+
+
 def _watch(proc, read_fd, calls, pending, outcomes, limits) -> str | None:
     """Follow the result stream; on a hang or a death, blame the current call.
     Returns why the worker was cut short (TIMED_OUT, ...), None if it was not.
 
     Deadlines are absolute and no message extends them: the whole worker has
     one budget (the imports' plus every call's), and each call or import its
-    own from the moment it began. Messages must follow the protocol (each
-    module imported once, calls started in order), else the channel is
-    corrupted and the worker is killed."""
+    own from the moment it began. Messages must follow the protocol (`_Progress`),
+    else the channel is corrupted and the worker is killed. Once every call is
+    answered the worker is done: it is killed with its session, never waited
+    for (a child it left holding the result pipe once kept a grading to the
+    worker's whole budget)."""
     sel = selectors.DefaultSelector()
     sel.register(read_fd, selectors.EVENT_READ)
     buffer = b""
-    current, importing = None, None          # index into pending, module being imported
-    started = time.monotonic()
-    overall = min(started + limits.import_seconds + limits.call_seconds * len(pending),
-                  started + limits.left())      # the worker's own budget, within the grading's
-    deadline = min(overall, started + limits.import_seconds)
-    imported: set[str] = set()
-    expect_next = 0                          # the next call the worker may start or answer
+    where = _Progress(pending, outcomes, limits)
 
-    def corrupted():
+    def cut_short(why: str) -> str:
         kill_group(proc)
-        why = "corrupted the grader's result channel"
-        _blame(calls, pending, outcomes, current, importing, why, limits)
+        _blame(calls, pending, outcomes, where.current, where.importing, why, limits)
         return why
 
     try:
-        while True:
-            timeout = deadline - time.monotonic()
+        while not where.finished:
+            timeout = where.deadline - time.monotonic()
             if timeout <= 0 or not sel.select(timeout):
-                kill_group(proc)
-                _blame(calls, pending, outcomes, current, importing, TIMED_OUT, limits)
-                return TIMED_OUT
+                return cut_short(TIMED_OUT)
             chunk = os.read(read_fd, 65536)
             if not chunk:
                 try:
-                    code = proc.wait(timeout=max(0.1, min(2.0, overall - time.monotonic())))
+                    code = proc.wait(timeout=max(0.1, min(2.0, where.overall - time.monotonic())))
                 except subprocess.TimeoutExpired:
                     kill_group(proc)
                     code = proc.returncode
-                if any(outcomes[i] is None for i in pending):
-                    why = f"ended the grading process (exit status {code})"
-                    _blame(calls, pending, outcomes, current, importing, why, limits)
-                    return why
-                return None
+                return cut_short(f"ended the grading process (exit status {code})")
             buffer += chunk
             if len(buffer) > MAX_LINE_BYTES and b"\n" not in buffer:
-                return corrupted()
+                return cut_short(CORRUPTED)
             *lines, buffer = buffer.split(b"\n")
             for line in lines:
                 try:
-                    msg = json.loads(line)
-                    if not isinstance(msg, dict):
-                        raise ValueError
-                    if "importing" in msg:
-                        if msg["importing"] in imported or current is not None:
-                            raise ValueError
-                        imported.add(msg["importing"])
-                    elif "start" in msg:
-                        if msg["start"] != expect_next:
-                            raise ValueError
-                    elif "done" in msg:
-                        if msg["done"] != expect_next:
-                            raise ValueError
-                        slot = pending[msg["done"]]
-                    else:
-                        raise ValueError
+                    where.take(line)
                 except (ValueError, KeyError, IndexError, TypeError, RecursionError):   # a nesting too deep too
-                    return corrupted()
-                now = time.monotonic()
-                if "importing" in msg:
-                    importing, current = msg["importing"], None
-                    deadline = min(overall, now + limits.import_seconds)
-                elif "start" in msg:
-                    importing, current = None, msg["start"]
-                    deadline = min(overall, now + limits.call_seconds)
-                elif "done" in msg:
-                    outcomes[slot] = Outcome(msg.get("value"), msg.get("error"))
-                    current, importing = None, None
-                    expect_next += 1
-                    deadline = min(overall, now + limits.call_seconds)
+                    return cut_short(CORRUPTED)
+        return None
     finally:
         sel.close()
         os.close(read_fd)
-        if proc.poll() is None:
-            kill_group(proc)
+        kill_group(proc)                # also when it ended itself: what it started in its session goes too
+
+
+CORRUPTED = "corrupted the grader's result channel"
 
 
 def _blame(calls, pending, outcomes, current, importing, why, limits) -> None:

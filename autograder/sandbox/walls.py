@@ -47,7 +47,7 @@ def required_walls(cfg, require: bool = False):
     """The walls grading will use; ShardlabError when they are below the
     course's `require_walls` (or below "full" with `require`)."""
     walls = current()
-    wanted = "full" if require else getattr(cfg, "require_walls", "isolated")
+    wanted = "full" if require else cfg.grading.require_walls
     if walls.level in ACCEPTS[wanted]:
         return walls
     fix = _first_remedy(walls)
@@ -150,7 +150,7 @@ def _first_remedy(walls) -> str:
 
 def explain(walls, cfg) -> list[str]:
     """`shardlab walls`: the level, then each missing wall with why and the remedy."""
-    wanted = getattr(cfg, "require_walls", "isolated")
+    wanted = cfg.grading.require_walls
     verdict = "grading goes on" if walls.level in ACCEPTS[wanted] else "grading refuses"
     lines = [f"level: {walls.level} (the course requires {wanted!r}: {verdict})"]
     for cause in causes(walls):

@@ -61,10 +61,10 @@ def _model_args(rng, k):
 
 def _overhead_args(cfg, rng):
     b = cfg.buckets
-    yield dict(model_bytes=b.model_bytes, bandwidth=b.bandwidth, call_overhead=b.call_overhead,
+    yield dict(model_bytes=b.model_bytes, bandwidth=b.bandwidth, call_overhead=b.call_overhead_seconds,
                num_buckets=1), False, "the course numbers, one bucket"
     # hidden: with one number changed the handout's own model gives (a)'s answer back by one substitution
-    yield dict(model_bytes=b.model_bytes, bandwidth=b.bandwidth, call_overhead=b.call_overhead,
+    yield dict(model_bytes=b.model_bytes, bandwidth=b.bandwidth, call_overhead=b.call_overhead_seconds,
                num_buckets=25), False, "the course numbers, 25 buckets"
     yield dict(model_bytes=10**8, bandwidth=10**9, call_overhead=10**-4, num_buckets=25), True, ""
     for args in _model_args(rng, 6):
@@ -73,7 +73,7 @@ def _overhead_args(cfg, rng):
 
 def _optimum_args(cfg, rng):
     b = cfg.buckets
-    yield dict(model_bytes=b.model_bytes, bandwidth=b.bandwidth, call_overhead=b.call_overhead), False, \
+    yield dict(model_bytes=b.model_bytes, bandwidth=b.bandwidth, call_overhead=b.call_overhead_seconds), False, \
         "the course numbers"
     yield dict(model_bytes=10**8, bandwidth=10**9, call_overhead=10**-4), True, ""
     for args in _model_args(rng, 6):
@@ -117,7 +117,7 @@ def _closed_at_cap(param_bytes, bucket_bytes):
 # (model, bucket cap in bytes, optimizer): one bucket per parameter, a few, one. Every (model, cap)
 # that runs with AdamW runs with SGD too: AdamW's update barely depends on the gradient's scale,
 # SGD's is proportional to it (4.5 also checks the gradients themselves, step by step). New runs
-# come last, so the earlier runs keep their seeds (cfg.seed + index)
+# come last, so the earlier runs keep their seeds (cfg.course.seed + index)
 DDP_RUNS = (("frozen_mlp", 1, "sgd"), ("frozen_mlp", 256, "adamw"), ("frozen_mlp", 25 * MiB, "sgd"),
             ("tied", 1, "adamw"), ("tied", 320, "sgd"), ("tied", 25 * MiB, "adamw"),
             ("frozen_mlp", 256, "sgd"), ("tied", 1, "sgd"), ("tied", 25 * MiB, "sgd"))
@@ -132,7 +132,7 @@ def _ddp_cases(cfg, rng, multi_bucket_only=False):
             if multi_bucket_only and len(_layout(model, cap)) < 2:
                 continue
             args = dict(world_size=world_size, model=model, bucket_size_mb=cap / MiB,
-                        optimizer=optimizer, steps=STEPS, seed=cfg.seed % 1000 + k)
+                        optimizer=optimizer, steps=STEPS, seed=cfg.course.seed % 1000 + k)
             note = f"{model}, {len(_layout(model, cap))} bucket(s), {optimizer}, {world_size} ranks"
             cases.append(Case((Call(M, "ddp_train", args),), public=world_size == 2, note=note))
     return cases
@@ -221,7 +221,7 @@ PARTS = (
               "2 and 3 gloo ranks from different initial weights, SGD and AdamW, 3 steps: at every step, "
               "each trainable parameter's .grad right after finish_gradient_synchronization() equals the "
               "one-process gradient of the mean loss over the whole batch, and the final weights equal "
-              "single-process full-batch training (FP32, tolerance 1e-5 + 1e-4·|x|)",
+              "single-process full-batch training (weights and gradients: FP32, tolerance 1e-5 + 1e-4·|w|)",
               misconceptions=(Misconception("sum", SUM_MSG,
                                             lambda case: _one_process(case, case.calls[0].args["world_size"])),
                               Misconception("accumulated twice", TWICE_MSG, lambda case: _one_process(case, 2))),
@@ -264,10 +264,10 @@ def _degenerate(cfg) -> str | None:
     """(b)'s stationary point sqrt(s / (w·o)) below one bucket: the overhead n_b·o + s/(n_b·w) only grows
     for n_b >= 1 (its derivative o − s/(n_b²·w) > 0), so one bucket is the optimum."""
     b = cfg.buckets
-    stationary = ref.optimal_num_buckets(b.model_bytes, b.bandwidth, b.call_overhead)
+    stationary = ref.optimal_num_buckets(b.model_bytes, b.bandwidth, b.call_overhead_seconds)
     if stationary >= 1:
         return None
-    one = ref.ddp_overhead_seconds(b.model_bytes, b.bandwidth, b.call_overhead, 1)
+    one = ref.ddp_overhead_seconds(b.model_bytes, b.bandwidth, b.call_overhead_seconds, 1)
     return (f"4 (b): sqrt(s / (w·o)) ≈ {stationary:.2f} is below one bucket: every bucket past the first adds "
             f"more call overhead than it hides transfer, so one bucket, the whole model, is the optimum, with "
             f"an overhead of {sci(one)} s")

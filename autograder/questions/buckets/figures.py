@@ -35,9 +35,9 @@ def _draw_ddp(cfg, to_scale: bool):
     n_b = DDP_BUCKETS
     if to_scale:
         b = cfg.buckets
-        overhead = b.call_overhead
+        overhead = b.call_overhead_seconds
         transfer = ref.ddp_overhead_seconds(b.model_bytes, b.bandwidth, 0.0, n_b)    # s / (n_b · w)
-        exposed = ref.ddp_overhead_seconds(b.model_bytes, b.bandwidth, b.call_overhead, n_b)
+        exposed = ref.ddp_overhead_seconds(b.model_bytes, b.bandwidth, b.call_overhead_seconds, n_b)
         scale = 1e3
     else:
         transfer, overhead, exposed, scale = 1.0, 0.3, None, 1.0
@@ -64,7 +64,7 @@ def _draw_ddp(cfg, to_scale: bool):
     ax.set_ylim(-0.6, 1.95)
     if to_scale:
         ax.set_title(f"s = {b.model_bytes:,} bytes in {n_b} buckets, w = {sci(b.bandwidth)} bytes/s, "
-                     f"o = {b.call_overhead * 1e6:g} µs\n"
+                     f"o = {b.call_overhead_seconds * 1e6:g} µs\n"
                      "(the cost model: a bucket's backward takes as long as its transfer)",
                      fontsize=9, loc="left", pad=14)
     legend(fig, [ax], 1.0)
@@ -73,7 +73,7 @@ def _draw_ddp(cfg, to_scale: bool):
 
 def _ddp_alt(cfg) -> str:
     b = cfg.buckets
-    exposed = ref.ddp_overhead_seconds(b.model_bytes, b.bandwidth, b.call_overhead, DDP_BUCKETS)
+    exposed = ref.ddp_overhead_seconds(b.model_bytes, b.bandwidth, b.call_overhead_seconds, DDP_BUCKETS)
     return (f"DDP bucket timeline to scale with the course's numbers and {DDP_BUCKETS} buckets: each bucket's "
             f"all-reduce starts when its backward ends; {exposed * 1e3:.4g} ms remain after backward, the last "
             f"bucket's transfer plus every call's overhead.")
@@ -87,7 +87,7 @@ def _draw_overhead(cfg, to_scale: bool):
     from matplotlib.ticker import FuncFormatter, NullFormatter
     from shardlab.reference.derivation import sci
     b, w = cfg.buckets, worked(ref.worked, cfg)
-    s, bw, o = b.model_bytes, b.bandwidth, b.call_overhead
+    s, bw, o = b.model_bytes, b.bandwidth, b.call_overhead_seconds
     best = w["n_opt"].value      # sqrt(s / (w·o)), or one bucket when that falls below one (a degenerate course)
     n = np.logspace(0, math.log10(max(best, 1.0) * 30), 300)
     cost = np.array([ref.ddp_overhead_seconds(s, bw, o, float(k)) for k in n])
@@ -120,7 +120,7 @@ def _draw_overhead(cfg, to_scale: bool):
 
 def _overhead_alt(cfg) -> str:
     w, b = worked(ref.worked, cfg), cfg.buckets
-    below_one = ref.optimal_num_buckets(b.model_bytes, b.bandwidth, b.call_overhead) < 1   # a degenerate course
+    below_one = ref.optimal_num_buckets(b.model_bytes, b.bandwidth, b.call_overhead_seconds) < 1   # a degenerate course
     return (f"DDP overhead against the number of buckets, log-log, for the course's numbers: "
             f"{w['overhead_one'].shown} with one bucket, lowest at {w['n_opt'].shown} "
             f"({w['b_opt'].shown} each) with {w['overhead_opt'].shown}, "

@@ -19,7 +19,7 @@ _Y_COLLECTIVES = [("allgather_in", "all-gather In[B_X, D_Y] → In[B_X, D]"),
 def _draw_mesh(cfg, to_scale: bool):
     plt = pyplot()
     from matplotlib.patches import FancyArrowPatch, Rectangle
-    x, y = (cfg.mesh.x, cfg.mesh.y) if to_scale else (5, 4)
+    x, y = (cfg.comm4d.x, cfg.comm4d.y) if to_scale else (5, 4)
     rows, cols = min(x, 6), min(y, 6)
     volumes = worked(ref.worked, cfg).get("volumes") if to_scale else None   # absent when no batch is compute bound
     left, right = -0.2, cols + 7.0
@@ -49,16 +49,16 @@ def _draw_mesh(cfg, to_scale: bool):
             if volumes is not None:
                 lines.append(f"      {volumes.value[key]:,} bytes per chip")
         return "\n".join(lines)
-    y_head = "Y: tensor parallel, " + (f"{y} chips per row, M_Y = {cfg.mesh.m_y}" if to_scale else
+    y_head = "Y: tensor parallel, " + (f"{y} chips per row, M_Y = {cfg.comm4d.m_y}" if to_scale else
                                        "a collective over Y spans a row (dashed)")
-    x_head = "X: FSDP / data, " + (f"{x} chips per column, M_X = {cfg.mesh.m_x}" if to_scale else
+    x_head = "X: FSDP / data, " + (f"{x} chips per column, M_X = {cfg.comm4d.m_x}" if to_scale else
                                    "a collective over X\nspans a column (dashed)")
     ax.text(0, 1.6, block(_Y_COLLECTIVES, y_head), va="bottom", ha="left", fontsize=9.5, color=COMM,
             linespacing=1.35)
     ax.text(cols + 0.85, 1, block(_X_COLLECTIVES, x_head), va="top", ha="left", fontsize=9.5, color=COMPUTE,
             linespacing=1.35)
     if to_scale:
-        note = [f"X × Y = {x} × {y} = {cfg.mesh.n} {cfg.mesh.device.name} chips"
+        note = [f"X × Y = {x} × {y} = {cfg.comm4d.n} {cfg.comm4d.device.name} chips"
                 + (f" (drawn: {rows} × {cols})" if (rows, cols) != (x, y) else "")]
         if volumes is not None:
             note.append(f"bytes per chip for one block's forward\nat {worked(ref.worked, cfg)['whole'].shown}")
@@ -76,7 +76,7 @@ def _draw_mesh(cfg, to_scale: bool):
 
 
 def _mesh_alt(cfg) -> str:
-    m = cfg.mesh
+    m = cfg.comm4d
     alt = (f"The course's {m.x} by {m.y} mesh of {m.device.name} chips: the weight shards W_in and W_out are "
            f"all-gathered along X (FSDP), the input In is all-gathered and the output Out reduce-scattered "
            f"along Y (tensor parallel).")

@@ -50,11 +50,12 @@ EXAMPLE_TOKENS, EXAMPLE_FLOPS = 2048, 3.12e14
 
 def _allgather_args(cfg, rng):
     f, unit, _ = _course(cfg)
-    for net, p in ((f.intra, f.intra_devices), (f.inter, f.inter_devices)):
+    for net, p in ((f.intra_network, f.intra_devices), (f.inter_network, f.inter_devices)):
         yield dict(unit_bytes=2 * unit, p=p, alpha=net.alpha, beta=net.beta), False, f"one layer, {net.name}"
     for alpha, beta, p in EXAMPLE_NETWORKS:
         yield dict(unit_bytes=2 * EXAMPLE_UNIT, p=p, alpha=alpha, beta=beta), True, ""
-    yield dict(unit_bytes=2 * unit, p=1, alpha=f.inter.alpha, beta=f.inter.beta), False, "edge case: p = 1"
+    yield (dict(unit_bytes=2 * unit, p=1, alpha=f.inter_network.alpha, beta=f.inter_network.beta), False,
+           "edge case: p = 1")
     alpha, beta, _ = EXAMPLE_NETWORKS[0]
     yield dict(unit_bytes=2 * EXAMPLE_UNIT, p=1, alpha=alpha, beta=beta), True, "edge case: p = 1"
     for a in _network_args(cfg, rng, 5):
@@ -76,7 +77,7 @@ EQUAL_TIMES = "edge case: equal times are communication bound"
 
 def _bound_args(cfg, rng):
     f, unit, c = _course(cfg)
-    for net, p in ((f.intra, f.intra_devices), (f.inter, f.inter_devices)):
+    for net, p in ((f.intra_network, f.intra_devices), (f.inter_network, f.inter_devices)):
         yield (dict(tokens=f.tokens_per_device, unit_params=unit, p=p, alpha=net.alpha, beta=net.beta,
                     flops_per_second=c, bytes_per_param=2), False, f"one layer, {net.name}")
     for alpha, beta, p in EXAMPLE_NETWORKS:      # hidden behind the forward, then communication bound
@@ -95,7 +96,7 @@ def _bound_args(cfg, rng):
 
 def _max_devices_args(cfg, rng):
     f, unit, c = _course(cfg)
-    net = f.inter
+    net = f.inter_network
     yield (dict(tokens=f.tokens_per_device, unit_params=unit, alpha=net.alpha, beta=net.beta,
                 flops_per_second=c, bytes_per_param=2), False, "one layer, inter-node (the bandwidth term binds)")
     yield (dict(tokens=4 * f.tokens_per_device, unit_params=unit, alpha=net.alpha, beta=net.beta,
@@ -107,8 +108,8 @@ def _max_devices_args(cfg, rng):
                 flops_per_second=EXAMPLE_FLOPS, bytes_per_param=2), True, "")
     yield (dict(tokens=4 * EXAMPLE_TOKENS, unit_params=EXAMPLE_UNIT, alpha=1e-7, beta=2e11,
                 flops_per_second=EXAMPLE_FLOPS, bytes_per_param=2), True, "edge case: past float range")
-    course_intra = dict(tokens=f.tokens_per_device, unit_params=unit, alpha=f.intra.alpha, beta=f.intra.beta,
-                        flops_per_second=c, bytes_per_param=2)
+    course_intra = dict(tokens=f.tokens_per_device, unit_params=unit, alpha=f.intra_network.alpha,
+                        beta=f.intra_network.beta, flops_per_second=c, bytes_per_param=2)
     # the course layer intra-node: an astronomically large count (the shipped course's, about 2^670,
     # is a float; only past 2^1024 is it math.inf): labelled for what it is on this course
     count = ref.max_devices_before_comm_bound(**course_intra)
@@ -125,7 +126,7 @@ def _max_devices_args(cfg, rng):
 
 def _min_tokens_args(cfg, rng):
     f, unit, c = _course(cfg)
-    for net, p in ((f.intra, f.intra_devices), (f.inter, f.inter_devices)):
+    for net, p in ((f.intra_network, f.intra_devices), (f.inter_network, f.inter_devices)):
         yield (dict(unit_params=unit, p=p, alpha=net.alpha, beta=net.beta, flops_per_second=c,
                     bytes_per_param=2), False, f"one layer, {net.name}")
     for alpha, beta, p in EXAMPLE_NETWORKS:
@@ -221,7 +222,7 @@ MODEL, STEPS = "frozen_mlp", 3
 def _run_cases(cfg, rng, runs=RUNS):
     # the seed depends on the run, not on the part, so parts share the runs
     return [Case((Call(M, "fsdp_train", dict(world_size=w, model=MODEL, optimizer=o, steps=STEPS,
-                                             seed=cfg.seed % 1000 + RUNS.index((w, o)))),),
+                                             seed=cfg.course.seed % 1000 + RUNS.index((w, o)))),),
                  public=w == 2, note=f"{MODEL}, {o}, {w} ranks")
             for w, o in runs]
 
@@ -320,8 +321,8 @@ RUN_PARTS = (
     _run_part("2.7", "FSDP trains like one process", 4, FSDP_TRAINS_LIKE_ONE_PROCESS, _single_process,
               "2 and 3 gloo ranks, SGD and AdamW, 3 steps: at every step each shard's .grad right after "
               "finish_gradient_synchronization() is its slice of the one-process gradient of the mean loss, "
-              "and full_state_dict() equals single-process full-batch training (FP32, tolerance "
-              "1e-5 + 1e-4·|x|)",
+              "and full_state_dict() equals single-process full-batch training (weights and gradients: FP32, "
+              "tolerance 1e-5 + 1e-4·|w|)",
               misconceptions=(Misconception("sum", "matches summing the gradients instead of averaging: "
                                             "divide the reduce-scattered gradient by the world size",
                                             lambda case: _single_process(case, _args(case)["world_size"])),),

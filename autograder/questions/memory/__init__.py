@@ -37,7 +37,7 @@ def _state_args(cfg, rng):
 
 def _activation_args(cfg, rng):
     m = cfg.model
-    yield (dict(d_model=m.d_model, d_ff=m.d_ff, num_blocks=m.num_blocks, tokens=cfg.tokens_per_device),
+    yield (dict(d_model=m.d_model, d_ff=m.d_ff, num_blocks=m.num_blocks, tokens=cfg.memory.tokens_per_device),
            False, "the course model")
     yield dict(d_model=8, d_ff=24, num_blocks=3, tokens=5), True, "a tiny model"
     yield dict(d_model=m.d_model, d_ff=m.d_ff, num_blocks=m.num_blocks, tokens=0), False, "edge case: tokens = 0"
@@ -48,7 +48,7 @@ def _activation_args(cfg, rng):
 def _course_totals(cfg):
     m = cfg.model
     state = ref.training_state_bytes(ref.param_count(m.d_model, m.d_ff, m.num_blocks))
-    act = ref.activation_bytes(m.d_model, m.d_ff, m.num_blocks, cfg.tokens_per_device)
+    act = ref.activation_bytes(m.d_model, m.d_ff, m.num_blocks, cfg.memory.tokens_per_device)
     return state, act
 
 
@@ -59,8 +59,8 @@ EXACT_PAST_2_53 = "edge case: one byte past a whole number of devices, beyond 2^
 
 def _devices_args(cfg, rng):
     state, act = _course_totals(cfg)
-    gpu = cfg.gpu.capacity_bytes
-    yield dict(total_bytes=state + act, device_bytes=gpu), False, f"the course model on {cfg.gpu.name}"
+    gpu = cfg.memory.gpu.capacity_bytes
+    yield dict(total_bytes=state + act, device_bytes=gpu), False, f"the course model on {cfg.memory.gpu.name}"
     yield dict(total_bytes=state, device_bytes=gpu), False, "training state only"
     yield dict(total_bytes=250 * 10**9, device_bytes=80 * 10**9), True, ""
     yield dict(total_bytes=160 * 10**9, device_bytes=80 * 10**9), False, "edge case: exactly two devices"
@@ -88,9 +88,9 @@ def _fsdp_bytes_args(cfg, rng):
 
 def _min_fsdp_args(cfg, rng):
     state, act = _course_totals(cfg)
-    cap = cfg.fsdp_device.capacity_bytes
+    cap = cfg.memory.fsdp_device.capacity_bytes
     yield (dict(state_bytes=state, activation_bytes=act, device_bytes=cap), False,
-           f"the course model on {cfg.fsdp_device.name}")
+           f"the course model on {cfg.memory.fsdp_device.name}")
     yield dict(state_bytes=10**12, activation_bytes=10**10, device_bytes=80 * 10**9), True, ""
     # an example device, not the course's
     yield (dict(state_bytes=10**12, activation_bytes=200 * 10**9, device_bytes=80 * 10**9), True,
@@ -252,7 +252,7 @@ def _degenerate(cfg) -> str | None:
     """(b) has no answer when the replicated half of the activations alone fills the device:
     (S + A/2)/N + A/2 > A/2 >= capacity at every N (docs/spec.md, question 1)."""
     state, act = _course_totals(cfg)
-    dev = cfg.fsdp_device
+    dev = cfg.memory.fsdp_device
     if ref.min_fsdp_degree(state, act, dev.capacity_bytes) is not None:
         return None
     return (f"1 (b): no FSDP degree fits one {dev.name} ({dev.capacity_gb:g} GB): the replicated half of "

@@ -251,7 +251,8 @@ def _run_cases(cfg, rng):
         note = f"{p} stages, {m} micro-batches, {optimizer}"
         if m < p:
             note = f"edge case: fewer micro-batches than stages ({p} stages, {m} micro-batches)"
-        args = dict(world_size=p, microbatches=m, optimizer=optimizer, steps=RUN_STEPS, seed=cfg.seed % 1000 + 50 + k)
+        args = dict(world_size=p, microbatches=m, optimizer=optimizer, steps=RUN_STEPS,
+                    seed=cfg.course.seed % 1000 + 50 + k)
         cases.append(Case((Call(M, "pipeline_train", args),), public=(p, m, optimizer) in PUBLIC_RUNS,
                            note=note))
     return cases

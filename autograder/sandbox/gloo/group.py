@@ -154,12 +154,13 @@ class ForkServer:
     def close(self) -> None:
         for group in self.groups:
             group.kill()
-        if self.proc.poll() is None:
-            kill_group(self.proc)
-        self.box.close()                       # the cgroup dies whole: nothing the students started survives
-        self.reader.join(timeout=5)
-        self.results.close()
-        _LIVE.discard(self)
+        try:
+            kill_group(self.proc)              # the server, and every rank of its session, gone before it returns
+        finally:
+            self.box.close()                   # the cgroup dies whole: nothing the students started survives
+            self.reader.join(timeout=5)
+            self.results.close()
+            _LIVE.discard(self)
 
 
 class WorkerGroup:

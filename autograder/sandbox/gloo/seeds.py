@@ -40,7 +40,7 @@ import secrets
 from functools import lru_cache
 from pathlib import Path
 
-from shardlab.reference.cache import cache_dir
+from shardlab.reference.cache import cache_dir, private_bytes, usable_folder
 
 
 _PUBLIC = contextvars.ContextVar("shardlab_public_seeds", default=False)
@@ -60,35 +60,24 @@ def _pool_file() -> Path:
 @lru_cache(maxsize=1)
 def data_seed_pool() -> tuple[bytes, ...]:
     """Every key a grading may draw: the environment's one key, else this machine's pool
-    (POOL_SIZE random keys, one per line, written once; the first writer wins a race)."""
+    (POOL_SIZE random keys, one per line, written once, 0600, the grader's alone:
+    `cache.private_bytes` makes it anew if anyone else could have read it); where the cache folder
+    cannot be used (`cache.usable_folder`), a pool of this process's own."""
     for name in ("SHARDLAB_DATA_SEED_KEY", "SHARDLAB_GRADING_SECRET"):
         if os.environ.get(name):
             return (os.environ[name].encode(),)
-    path = _pool_file()
-    try:
-        return _read_pool(path)
-    except FileNotFoundError:
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        size = max(1, int(os.environ.get(POOL_SIZE_ENV) or POOL_SIZE))
-        f.write(b"".join(os.urandom(32).hex().encode() + b"\n" for _ in range(size)))
-    try:
-        os.link(tmp, path)             # first writer wins; a racing grader reads the winner's
-    except FileExistsError:
-        pass
-    finally:
-        tmp.unlink()
-    return _read_pool(path)
+    if not usable_folder(cache_dir()):
+        return _parse_pool(_new_pool())
+    return _parse_pool(private_bytes(_pool_file(), _new_pool))
 
 
-def _read_pool(path: Path) -> tuple[bytes, ...]:
-    keys = tuple(line.strip() for line in path.read_bytes().splitlines() if line.strip())
-    if not keys:
-        raise FileNotFoundError(path)       # an empty file (a crash while writing it): make a new pool
-    return keys
+def _new_pool() -> bytes:
+    size = max(1, int(os.environ.get(POOL_SIZE_ENV) or POOL_SIZE))
+    return b"".join(os.urandom(32).hex().encode() + b"\n" for _ in range(size))
+
+
+def _parse_pool(data: bytes) -> tuple[bytes, ...]:
+    return tuple(line.strip() for line in data.splitlines() if line.strip())
 
 
 @lru_cache(maxsize=1)

@@ -18,7 +18,7 @@ OPS = ref.OPS
 
 def _collective_args(cfg, rng):
     t = cfg.fsdp.intra_devices
-    payload = cfg.tokens_per_device * cfg.model.d_model * 2
+    payload = cfg.memory.tokens_per_device * cfg.model.d_model * 2
     yield dict(op="all_gather", payload_bytes=1000, p=4), True, "a small example"
     yield dict(op="all_reduce", payload_bytes=1000, p=4), True, "a small example"
     for op in OPS:
@@ -29,8 +29,8 @@ def _collective_args(cfg, rng):
 
 
 def _time_args(cfg, rng):
-    net, t = cfg.fsdp.intra, cfg.fsdp.intra_devices
-    payload = cfg.tokens_per_device * cfg.model.d_model * 2
+    net, t = cfg.fsdp.intra_network, cfg.fsdp.intra_devices
+    payload = cfg.memory.tokens_per_device * cfg.model.d_model * 2
     yield dict(op="reduce_scatter", payload_bytes=1000, p=4, alpha=1e-6, beta=1e9), True, "a small example"
     for op in OPS:
         yield (dict(op=op, payload_bytes=payload, p=t, alpha=net.alpha, beta=net.beta), False,
@@ -45,9 +45,9 @@ def _layer_args(cfg, rng):
     m = cfg.model
     yield dict(layer="column", tokens=4, d_in=8, d_out=16, bytes_per_value=2), True, "a small example"
     yield dict(layer="row", tokens=4, d_in=16, d_out=8, bytes_per_value=2), True, "a small example"
-    yield dict(layer="column", tokens=cfg.tokens_per_device, d_in=m.d_model, d_out=m.d_ff, bytes_per_value=2), \
+    yield dict(layer="column", tokens=cfg.memory.tokens_per_device, d_in=m.d_model, d_out=m.d_ff, bytes_per_value=2), \
         False, "the course model"
-    yield dict(layer="row", tokens=cfg.tokens_per_device, d_in=m.d_ff, d_out=m.d_model, bytes_per_value=2), \
+    yield dict(layer="row", tokens=cfg.memory.tokens_per_device, d_in=m.d_ff, d_out=m.d_model, bytes_per_value=2), \
         False, "the course model"
     for _ in range(3):
         yield dict(layer=rng.choice(["column", "row"]), tokens=rng.randint(1, 8192), d_in=128 * rng.randint(1, 256),
@@ -55,7 +55,7 @@ def _layer_args(cfg, rng):
 
 
 def _bound_args(cfg, rng):
-    net, t, c = cfg.fsdp.intra, cfg.fsdp.intra_devices, cfg.gpu.flops_per_second
+    net, t, c = cfg.fsdp.intra_network, cfg.fsdp.intra_devices, cfg.memory.gpu.flops_per_second
     m = cfg.model
     yield dict(d_in=4096, d_out=1024, t=4, flops_per_second=1e12, alpha=1e-6, beta=1e10, bytes_per_value=2), \
         True, "a small example"
@@ -78,7 +78,7 @@ MESH_SHAPES = ((4, 8, 16), (8, 4, 16), (4, 8, 8))     # (tokens, d_model, d_ff) 
 
 def _forward_cases(cfg, rng):
     return [Case((Call(M, "tp_forward_2d", dict(world_size=4, tokens=t, d_model=d, d_ff=f,
-                                                 seed=cfg.seed % 1000 + k)),),
+                                                 seed=cfg.course.seed % 1000 + k)),),
                  public=k == 0, note="a BF16 block on a 2 x 2 gloo mesh")
             for k, (t, d, f) in enumerate(MESH_SHAPES)]
 

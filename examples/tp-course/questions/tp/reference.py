@@ -85,8 +85,8 @@ def forward_2d_collectives(tokens: int, d_model: int, d_ff: int, x: int, y: int,
 def worked(cfg) -> dict[str, Worked]:
     """One FFN block of the course model, Megatron-sharded over the course's intra-node network
     ([fsdp] intra_network: alpha, beta, and its devices as t) on its GPU ([memory] gpu: C)."""
-    d, f, tokens = cfg.model.d_model, cfg.model.d_ff, cfg.tokens_per_device
-    net, t, c = cfg.fsdp.intra, cfg.fsdp.intra_devices, cfg.gpu.flops_per_second
+    d, f, tokens = cfg.model.d_model, cfg.model.d_ff, cfg.memory.tokens_per_device
+    net, t, c = cfg.fsdp.intra_network, cfg.fsdp.intra_devices, cfg.memory.gpu.flops_per_second
     payload = tokens * d * BF16
     sent = collective_bytes("all_reduce", payload, t)
     seconds = collective_seconds("all_reduce", payload, t, net.alpha, net.beta)
@@ -100,7 +100,7 @@ def worked(cfg) -> dict[str, Worked]:
         "seconds": Worked(f"time of that all-reduce on {net.name}", "2 (t-1) α + 2 (t-1)/t · S / β",
                           f"2 · {t - 1} · {sci(net.alpha)} + {n(sent)} / {sci(net.beta)}", seconds,
                           f"{seconds * 1e6:.1f} µs"),
-        "compute": Worked(f"time of the row-parallel layer's forward matmul on {cfg.gpu.name}",
+        "compute": Worked(f"time of the row-parallel layer's forward matmul on {cfg.memory.gpu.name}",
                           "2 T F D / (t C)", f"2 · {n(tokens)} · {n(f)} · {n(d)} / ({t} · {sci(c)})", compute,
                           f"{compute * 1e6:.1f} µs"),
         "fewest": Worked("fewest tokens for which the row-parallel layer is compute bound",
