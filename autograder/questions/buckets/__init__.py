@@ -33,6 +33,7 @@ def _layout_args(cfg, rng):
     yield dict(param_bytes=[], bucket_bytes=1024), True, "edge case: no trainable parameters"
     yield dict(param_bytes=[100, 5000, 100], bucket_bytes=1000), False, "edge case: a parameter larger than the cap"
     yield dict(param_bytes=[500, 500, 500, 500], bucket_bytes=1000), False, "edge case: buckets filled exactly"
+    yield dict(param_bytes=[8, 8, 8, 8], bucket_bytes=16), True, "edge case: buckets filled exactly"
     yield dict(param_bytes=[64] * 5, bucket_bytes=1), False, "edge case: every parameter alone"
     yield dict(param_bytes=[64] * 5, bucket_bytes=25 * MiB), False, "edge case: one bucket"
     for _ in range(12):
