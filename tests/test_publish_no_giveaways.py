@@ -210,6 +210,12 @@ def _is_given(x: float, given: set[float]) -> bool:
     return x == 0 or any(math.isclose(x, g * s, rel_tol=1e-9) for g in given for s in SCALES)
 
 
+def _shows_given(p: Printed, given: set[float]) -> bool:
+    """A printed number that shows a given value: exactly, or at the precision it is printed with
+    (a public run's bucket cap of 320 bytes printed beside it as '0.000305 MB')."""
+    return _is_given(p.value, given) or any(_matches(p, g, False) for g in given)
+
+
 def _scaled(values) -> list[tuple[float, float]]:
     """(v·s, v) for each value v and unit scale s, sorted by v·s (`_near`)."""
     return sorted((v * s, v) for v in values for s in SCALES)
@@ -281,7 +287,7 @@ def leaks(files: dict[str, str], d: Derived) -> list[str]:
             key = (p.value, p.digits, p.integer)
             if key not in shows:
                 near = _near(derived_scaled, p.value)
-                shows[key] = [] if _is_given(p.value, _near(given_scaled, p.value)) else [
+                shows[key] = [] if _shows_given(p, _near(given_scaled, p.value)) else [
                     (x, where) for x, where in d.numbers.items() if x in near and _matches(p, x, x in d.exact)]
             out += [f"{name}: number {p.text!r} is {x:g} ({where})" for x, where in shows[key]]
         out += [f"{name}: {why} in words" for pattern, why in DERIVED_IN_WORDS.items()
@@ -336,12 +342,18 @@ def roster_build(cfg, tmp_path_factory):
 
 
 def _run_inputs(out: Path) -> set[float]:
-    """The numbers of the kit's public runs' inputs (a bucket cap of 320 bytes, a seed): given to
-    the student like the config, so one that equals a derived value by chance is no leak."""
+    """The numbers of the kit's public runs' inputs (a bucket cap of 320 bytes, a seed) and of its
+    public cases' named mistakes: given to the student like the config, so one that equals a derived
+    value by chance is no leak."""
     with zipfile.ZipFile(out / "starter-kit.zip") as zf:
         runs = json.loads(zf.read("starter-kit/tests/public_runs.json"))
-    return {float(v) for q in runs.values() for run in q for v in run["args"].values()
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and v}
+        cases = json.loads(zf.read("starter-kit/tests/public_cases.json"))
+    given = {float(v) for q in runs.values() for run in q for v in run["args"].values()
+             if isinstance(v, (int, float)) and not isinstance(v, bool) and v}
+    # a public case's named-mistake values are computed on its own public inputs, not the course's
+    # (5.8's bubble-ratio slip on p = 4 gives 38, the course's 1 (b) read with a global batch too)
+    return given | {float(m[0]) for q in cases.values() for case in q for m in case["check"].get("mistakes", [])
+                    if isinstance(m[0], (int, float)) and not isinstance(m[0], bool) and m[0]}
 
 
 def test_the_course_handout_and_kit_give_nothing_away(cfg, course_build):
