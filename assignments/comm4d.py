@@ -38,8 +38,8 @@ def math_seconds(tokens: float, d_model: int, d_ff: int, n_devices: int,
 def fsdp_comm_seconds(d_model: int, d_ff: int, y: int, w_ici: float, m_x: int) -> float:
     """Task 3.3. Seconds of FSDP communication for one block's forward: the
     all-gather over X of this chip's W_in[D, F_Y] and W_out[F_Y, D] (BF16),
-    over M_X mesh axes of bidirectional links of w_ici bytes/s each.
-    Returns a float (seconds).
+    over M_X mesh axes of bidirectional links of w_ici bytes/s each, for an
+    FSDP axis of X >= 2 chips (X is not an argument). Returns a float (seconds).
     """
     raise NotImplementedError("Task 3.3: fsdp_comm_seconds")
 
@@ -48,7 +48,8 @@ def tp_comm_seconds(tokens: float, d_model: int, x: int, w_ici: float, m_y: int)
     """Task 3.4. Seconds of tensor-parallel communication for one block's
     forward at global batch `tokens`: the all-gather over Y of In[B_X, D] and
     the reduce-scatter over Y of Out[B_X, D] (BF16), over M_Y mesh axes of
-    w_ici bytes/s each. Returns a float (seconds).
+    w_ici bytes/s each, for a tensor-parallel axis of Y >= 2 chips (Y is not an
+    argument). Returns a float (seconds).
     """
     raise NotImplementedError("Task 3.4: tp_comm_seconds")
 
@@ -59,8 +60,9 @@ def min_batch_compute_bound(d_model: int, d_ff: int, x: int, y: int, flops_per_s
     at which one block's math takes at least as long as its communication.
 
     overlap=True (the default, the handout's assumption): comm is
-    max(FSDP, TP). overlap=False: comm is FSDP + TP. Returns a float, or None
-    when no batch is large enough.
+    max(FSDP, TP). overlap=False: comm is FSDP + TP. An axis of one chip
+    (x == 1 or y == 1) has no collective: its communication costs nothing.
+    Returns a float, or None when no batch is large enough.
     """
     raise NotImplementedError("Task 3.5: min_batch_compute_bound")
 

@@ -356,16 +356,33 @@ def warm(config_path):
     click.echo(f"expected values cached in {cache_dir()}")
 
 
+def _warn_off_roster(student_id: str, roster) -> None:
+    """One line on stderr when `student_id` is not on the roster (any id has a variant: a typo still
+    prints a key, someone else's numbers), or that no roster was given to check it against."""
+    from shardlab.autograder.publish.roster import read_roster
+    if roster is None:
+        click.echo(f"note: {student_id!r} is not checked against a roster (give --roster to)", err=True)
+        return
+    ids = [s.student_id for s in read_roster(roster)]
+    if student_id not in ids:
+        near = [i for i in ids if i.casefold() == student_id.casefold()]
+        click.echo(f"warning: {student_id!r} is not on the roster {roster}"
+                   + (f" (did you mean {near[0]!r}?)" if near else "")
+                   + ": this is the variant that id would draw, no student's", err=True)
+
+
 @cli.command()
 @config_option
 @click.option("--json", "as_json", is_flag=True, help="Print the answer key as JSON.")
 @click.option("--student", "student_id", metavar="ID",
               help="That student's variant (needs [course].secret); with --json, an object with "
                    "student_id, model and questions.")
-def answers(config_path, as_json, student_id):
+@click.option("--roster", type=click.Path(dir_okay=False),
+              help="With --student: the course's roster CSV (as build's); an id not on it is warned about.")
+def answers(config_path, as_json, student_id, roster):
     """The answer key for the course config, with derivations (--student: one student's variant)."""
     from shardlab.autograder.questions import answer_key, questions
-    from shardlab.autograder.publish.roster import key_questions, key_record, key_title
+    from shardlab.autograder.publish.roster import key_questions, key_record, key_title, strict_json
     cfg, _ = _config(config_path)
     if student_id is not None:
         from shardlab.autograder.engine.variants import check_student_id, variant_config
@@ -373,13 +390,14 @@ def answers(config_path, as_json, student_id):
             raise ShardlabError("--student needs per-student variants, and variants need [course].secret "
                                 "in the course config")
         student_id = check_student_id(student_id, "--student")
+        _warn_off_roster(student_id, roster)
         cfg = variant_config(cfg, student_id)
         if as_json:
-            click.echo(json.dumps(key_record(cfg, student_id), default=str))
+            click.echo(strict_json(key_record(cfg, student_id)))
             return
         console.print(key_title(cfg, student_id), style="bold", markup=False, highlight=False)
     if as_json:
-        click.echo(json.dumps(key_questions(cfg), default=str))
+        click.echo(strict_json(key_questions(cfg)))
         return
     key = answer_key(cfg)
     for q in questions(cfg):
@@ -424,7 +442,7 @@ def _build_all(cfg, config_path, out: Path, roster=None) -> None:
     zip_path = build_autograder(cfg, config_text(config_path), out, roster_for_zip(cfg, roster))
     console.print(f"wrote {zip_path} (autograder_zip_sha256 {autograder_digest(zip_path)}: every "
                   "Gradescope report.json it makes carries it)", highlight=False)
-    console.print(f"Gradescope: set the assignment's autograder points to {gradescope_points(cfg)} "
+    console.print(f"Gradescope: set the assignment's autograder points to {points_text(gradescope_points(cfg))} "
                   "(a bonus earned shows as extra credit)", highlight=False)
     outline = manual_outline(cfg)
     if outline:
@@ -438,6 +456,7 @@ def _build_all(cfg, config_path, out: Path, roster=None) -> None:
         if q.module in found:
             click.echo(f"warning: question {q.number} ({q.title}) is degenerate on this course: "
                        f"{found[q.module]}; the handout and solutions say so", err=True)
+    _course_warnings(cfg)
     # an own question read a course setting by its earlier name: it still works; say once what it is now
     from shardlab.reference.config.renamed import used
     for old, new in used().items():
@@ -467,12 +486,27 @@ def stubs(only_check, scaffolding, out_dir):
         console.print(f"wrote {path}", highlight=False)
 
 
+def _course_warnings(cfg) -> None:
+    """The course's implausible numbers and a time budget too small for the solutions, one warning line
+    each on stderr (`reference.config.plausible`): `build` and `check` say them."""
+    from shardlab.reference.config.plausible import budget_warning, implausible
+    for line in [*implausible(cfg), budget_warning(cfg)]:
+        if line:
+            click.echo(f"warning: {line}", err=True)
+
+
 def _run_check(cfg, jobs: int = 2) -> bool:
     from rich.progress import Progress
     from shardlab.autograder.selfcheck import fixtures, run_check
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("grading solutions, stubs and wrong submissions", total=2 + len(fixtures(cfg)))
         rows = run_check(cfg, progress=lambda: progress.advance(task), jobs=jobs)
+    _course_warnings(cfg)
+    solutions = next((row for row in rows if row.name == "solutions"), None)
+    if solutions is not None and any("time budget ran out" in p.feedback for q in solutions.report.questions
+                                     for p in q.parts):
+        click.echo(f"warning: the solutions ran out of [grading].budget_seconds = {cfg.grading.budget_seconds}: "
+                   "what did not finish scored 0; raise it", err=True)
     table = Table(title="Self-check")
     for col in ("submission", "score", "as declared"):
         table.add_column(col)
@@ -595,6 +629,56 @@ def _class_report(out: Path, threshold: float | None = None, jobs: int = 2, quie
     click.echo(f"wrote {out / class_report.REPORT_HTML} ({found['submissions']} submissions, "
                f"{len(found['misconceptions'])} misconceptions named, {pairs} similar pair{'s' * (pairs != 1)})",
                err=quiet)
+
+
+@cli.command()
+@click.argument("zip_path", metavar="ZIP", type=click.Path(exists=True, dir_okay=False))
+@click.argument("uploads", metavar="SUBMISSION...", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--work", "work_dir", type=click.Path(file_okay=False),
+              help="Keep the image, each run's folder and logs here (default: a temporary folder, removed).")
+@click.option("--metadata", "metadata_path", type=click.Path(exists=True, dir_okay=False),
+              help="Gradescope's submission_metadata.json for every run (default: one student, "
+                   "student@example.edu, id 1).")
+@click.option("--json", "as_json", is_flag=True, help="Print each run's results.json, one JSON object a line.")
+def replay(zip_path, uploads, work_dir, metadata_path, as_json):
+    """Run an autograder zip the way Gradescope does (root: a private /autograder) and print
+    what Gradescope would show for each SUBMISSION (a folder, or a zip as uploaded): the
+    image built from the zip's setup.sh, then the zip's run_autograder once per upload
+    (docs/gradescope.md). Exits 1 when the image build or a run fails."""
+    import shutil
+    from shardlab.autograder.publish import gradescope_replay as gs
+    gs.check_can_replay()
+    if metadata_path:
+        try:
+            metadata = json.loads(Path(metadata_path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ShardlabError(f"--metadata {metadata_path}: not a JSON file ({exc})") from None
+    else:
+        metadata = gs.gradescope_metadata([{"email": "student@example.edu", "id": 1, "name": "Student"}])
+    work = Path(work_dir).resolve() if work_dir else gs.scratch()
+    work.mkdir(parents=True, exist_ok=True)
+    failed = []
+    try:
+        built = lambda log: None if as_json else click.echo(f"image built from {zip_path} (setup.sh's log: "
+                                                            f"{work / 'build.log'})")
+        for upload, run in gs.replay_zip(Path(zip_path).resolve(), [Path(u).resolve() for u in uploads], work,
+                                         metadata, built):
+            if run.results is None:
+                failed.append(str(upload))
+                click.echo(f"{upload}: no results.json after {run.seconds:.1f} s: Gradescope would show a failed "
+                           f"autograder; the end of run_autograder's output:\n{run.log[-1500:]}", err=True)
+            elif as_json:
+                click.echo(json.dumps({"submission": str(upload), "seconds": round(run.seconds, 2),
+                                       "results": run.results}))
+            else:
+                click.echo(f"{untrusted.one_line(str(upload))} ({run.seconds:.1f} s), as Gradescope shows it:")
+                for line in gs.replay_lines(run.results):
+                    click.echo(line)
+    finally:
+        if not work_dir:
+            shutil.rmtree(work, ignore_errors=True)
+    if failed:
+        raise CheckFailed(f"{len(failed)} of {len(uploads)} runs wrote no results.json: {', '.join(failed)}")
 
 
 @cli.command("grading-service", hidden=True)

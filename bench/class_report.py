@@ -20,7 +20,8 @@ synthetic student's, renamed and shuffled again (one word of the writeup
 changed). The report must find exactly those pairs.
 
 It prints the time of the first `shardlab report` (cold: it reads every
-upload and keeps its sources), then farm-bench's median of 3 warm runs
+upload and keeps its sources), then farm-bench's median of --runs warm runs
+(no warm-up: the warm run above is one)
 against a class of 3 made the same way (the fixed costs: imports, plots,
 the page), the peak of the report's whole process tree (summed PSS,
 `platforms.process_memory`), and which planted pairs were found.
@@ -135,9 +136,12 @@ def make_class(graded: Path, out: Path, students: int, copies: int, seed: int = 
     return {tuple(sorted((names[a], names[b]))) for a, b in planted.items()}
 
 
-def _report(folder: Path) -> tuple[float, int]:
-    """Seconds of one `shardlab report folder`, and its process tree's peak summed PSS (bytes)."""
+def _report(folder: Path) -> tuple[float, float, int]:
+    """Wall seconds and CPU seconds (user + system, its worker processes included) of one
+    `shardlab report folder`, and its process tree's peak summed PSS (bytes)."""
+    import resource
     from shardlab.autograder.platforms.process_memory import PeakSampler
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.monotonic()
     proc = subprocess.Popen([str(REPO / ".venv/bin/shardlab"), "report", str(folder)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -146,7 +150,9 @@ def _report(folder: Path) -> tuple[float, int]:
     sampler.stop()
     if proc.returncode:
         sys.exit(f"shardlab report {folder} failed: {err.decode()[-500:]}")
-    return time.monotonic() - began, sampler.peak_bytes
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return time.monotonic() - began, cpu, sampler.peak_bytes
 
 
 def main() -> None:
@@ -163,14 +169,14 @@ def main() -> None:
     planted = make_class(args.graded, args.out, args.students, args.copies)
     make_class(args.graded, args.out.with_name(args.out.name + "-3"), 3, 0)
     print(f"made {args.students} students ({len(planted)} planted copies) in {time.monotonic() - began:.1f} s")
-    cold, peak = _report(args.out)
+    cold, cold_cpu, peak = _report(args.out)
     found = {(p["a"], p["b"]) for p in json.loads((args.out / "class-report.json").read_text())["similar_pairs"]}
-    print(f"cold report: {cold:.1f} s, peak {peak / 1e6:.0f} MB (summed PSS of its process tree)")
+    print(f"cold report: {cold:.1f} s wall, {cold_cpu:.1f} CPU-s, peak {peak / 1e6:.0f} MB (summed PSS)")
     print(f"planted pairs found: {len(planted & found)} of {len(planted)}; other pairs flagged: "
           f"{len(found - planted)} {sorted(found - planted)[:10]}")
-    warm, peak_warm = _report(args.out)
-    print(f"warm report: {warm:.1f} s, peak {peak_warm / 1e6:.0f} MB")
-    subprocess.run(["farm-bench", "-n", str(args.runs), "--warmup", "1", "--timeout", "1800",
+    warm, warm_cpu, peak_warm = _report(args.out)
+    print(f"warm report: {warm:.1f} s wall, {warm_cpu:.1f} CPU-s, peak {peak_warm / 1e6:.0f} MB")
+    subprocess.run(["farm-bench", "-n", str(args.runs), "--warmup", "0", "--timeout", "1800",
                     "--vs", f"{REPO / '.venv/bin/shardlab'} report {args.out.with_name(args.out.name + '-3')}",
                     "--", str(REPO / ".venv/bin/shardlab"), "report", str(args.out)], check=False)
     with open("/proc/loadavg") as f:

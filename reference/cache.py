@@ -83,7 +83,7 @@ def once_per_machine(name: str, args: dict, compute: Callable[[], Any], depends_
     folder = folder or cache_dir()
     if not usable_folder(folder):
         return compute()
-    key = hashlib.sha256(json.dumps([args, torch_release(), _source_digest(depends_on)],
+    key = hashlib.sha256(json.dumps([args, torch_release(), _source_digest(depends_on), CACHE_FORMAT],
                                     sort_keys=True).encode()).hexdigest()[:24]
     cached = folder / f"{name}-{key}.json"
     found = _read_checked(cached)
@@ -104,6 +104,9 @@ def once_per_machine(name: str, args: dict, compute: Callable[[], Any], depends_
 
 
 INTEGRITY_KEY = "integrity-key"
+# Part of every value's key: a grader that writes values in another layout (before the HMAC, plain JSON)
+# never reads this one's files, nor this one its (an older checkout beside a newer one on one machine).
+CACHE_FORMAT = "value+mac"
 
 
 def say(line: str) -> None:

@@ -6,15 +6,18 @@ W_out[F_Y, D_X] -> Out[B_X, D_Y] on an X x Y mesh of N = X * Y chips.
 
 Conventions: B is the *global* batch in tokens; B/N is the batch per chip,
 B/X the batch per data (FSDP) shard. Seconds, FLOP/s, bytes/s. A collective
-over an axis spanning M mesh axes of bidirectional links moves V bytes in
-V / (W_ici * M) seconds, independent of the axis size. With overlap (the
-default) communication hides behind compute, so a block is compute bound when
-math >= max(FSDP, TP); without it, math >= FSDP + TP.
+over an axis of two or more chips spanning M mesh axes of bidirectional links
+moves V bytes in V / (W_ici * M) seconds, whatever the axis size beyond one;
+over an axis of one chip (X = 1 or Y = 1) nothing moves and it costs nothing,
+as an all-gather over p = 1 device does in question 2 (docs/spec.md). With
+overlap (the default) communication hides behind compute, so a block is
+compute bound when math >= max(FSDP, TP); without it, math >= FSDP + TP; with
+one of the two at 0 (an axis of one chip) both conventions agree.
 
 Solving for B (D cancels; F, C, W = W_ici):
-  math >= FSDP  <=>  B >= X C / (W M_X)             (FSDP comms do not grow with B)
-  math >= TP    <=>  F W M_Y >= Y C                 (both grow with B: no B helps)
-  math >= FSDP + TP  <=>  B (F W M_Y - Y C) >= X C F M_Y / M_X
+  math >= FSDP  <=>  B >= X C / (W M_X)             (FSDP comms do not grow with B; 0 at X = 1)
+  math >= TP    <=>  F W M_Y >= Y C                 (both grow with B: no B helps; always at Y = 1)
+  math >= FSDP + TP  <=>  B (F W M_Y - Y C) >= X C F M_Y / M_X   (X, Y >= 2)
 """
 from __future__ import annotations
 
@@ -36,13 +39,15 @@ def math_seconds(tokens: float, d_model: int, d_ff: int, n_devices: int, flops_p
 
 def fsdp_comm_seconds(d_model: int, d_ff: int, y: int, w_ici: float, m_x: int) -> float:
     """All-gather over X of W_in[D, F_Y] and W_out[F_Y, D] (2 D F/Y values,
-    2 bytes each): 4 D F / (Y W M_X)."""
+    2 bytes each): 4 D F / (Y W M_X). X is no argument: this is the time of the
+    gather over an axis of X >= 2 chips; at X = 1 there is none (`block_seconds`)."""
     return 4 * d_model * d_ff / (y * w_ici * m_x)
 
 
 def tp_comm_seconds(tokens: float, d_model: int, x: int, w_ici: float, m_y: int) -> float:
     """All-gather over Y of In[B_X, D] plus reduce-scatter over Y of Out[B_X, D]
-    (2 B D/X values, 2 bytes each): 4 B D / (X W M_Y)."""
+    (2 B D/X values, 2 bytes each): 4 B D / (X W M_Y). Y is no argument: this is the
+    time over an axis of Y >= 2 chips; at Y = 1 there are none (`block_seconds`)."""
     return 4 * tokens * d_model / (x * w_ici * m_y)
 
 
@@ -58,10 +63,15 @@ def min_batch_compute_bound(d_model: int, d_ff: int, x: int, y: int, flops_per_s
     overlap: comm = max(FSDP, TP), so B = X C / (W M_X) when the TP term hides
     (F W M_Y >= Y C), else None. Summed: comm = FSDP + TP, so
     B = X C F M_Y / (M_X (F W M_Y - Y C)) when F W M_Y > Y C, else None.
+    An axis of one chip has no collective (docs/spec.md, question 3): at Y = 1
+    the TP term is 0 and always hides; at X = 1 the FSDP term is 0, so B = 0.0
+    (every batch) when the TP term hides. With a term at 0, max and sum agree.
     d_model cancels: every term is proportional to D."""
     c, w = flops_per_second, w_ici
-    if overlap:
-        return x * c / (w * m_x) if tp_hideable(d_ff, y, c, w, m_y) else None
+    hides = y == 1 or tp_hideable(d_ff, y, c, w, m_y)
+    if overlap or x == 1 or y == 1:
+        fsdp_batch = 0.0 if x == 1 else x * c / (w * m_x)
+        return fsdp_batch if hides else None
     room = d_ff * w * m_y - y * c
     return x * c * d_ff * m_y / (m_x * room) if room > 0 else None
 
@@ -101,11 +111,12 @@ def scaling_book_takeaway_per_chip(d_ff: int, flops_per_second: float, w_ici: fl
 
 
 def block_seconds(tokens: float, d_model: int, d_ff: int, mesh) -> dict[str, float]:
-    """math, FSDP and TP seconds of one block's forward at global batch `tokens`."""
+    """math, FSDP and TP seconds of one block's forward at global batch `tokens`; a
+    collective over an axis of one chip costs nothing (X = 1: no FSDP, Y = 1: no TP)."""
     c, w = mesh.device.flops_per_second, mesh.device.ici_bytes_per_second
     return {"math": math_seconds(tokens, d_model, d_ff, mesh.n, c),
-            "fsdp": fsdp_comm_seconds(d_model, d_ff, mesh.y, w, mesh.m_x),
-            "tp": tp_comm_seconds(tokens, d_model, mesh.x, w, mesh.m_y)}
+            "fsdp": 0.0 if mesh.x == 1 else fsdp_comm_seconds(d_model, d_ff, mesh.y, w, mesh.m_x),
+            "tp": 0.0 if mesh.y == 1 else tp_comm_seconds(tokens, d_model, mesh.x, w, mesh.m_y)}
 
 
 # ---- the handout's answers ---------------------------------------------------
@@ -120,11 +131,17 @@ def _thresholds(d: int, f: int, mesh, overlap: bool) -> dict[str, Worked]:
     c, w = mesh.device.flops_per_second, mesh.device.ici_bytes_per_second
     b = min_batch_compute_bound(d, f, x, y, c, w, mx, my, overlap)
     tag = "overlapped, max(FSDP, TP)" if overlap else "summed, FSDP + TP"
-    if overlap:
+    if x == 1 and b is not None:     # no FSDP collective over one chip, and the TP comms hide
+        formula, subst = "0 (X = 1: no FSDP collective, and T_math ≥ T_TP at every B)", "X = 1"
+    elif overlap or y == 1:         # at Y = 1 the TP term is 0: the sum is the max
         formula, subst = "X·C / (W_ici·M_X)", f"{x} · {sci(c)} / ({sci(w)} · {mx})"
     else:
         formula = "X·C·F·M_Y / (M_X·(F·W_ici·M_Y − Y·C))"
         subst = f"{x} · {sci(c)} · {n(f)} · {my} / ({mx} · ({n(f)} · {sci(w)} · {my} − {y} · {sci(c)}))"
+    if b == 0:
+        return {k: Worked(f"{q} ({tag})", formula, subst, 0.0, "0 tokens: every batch is compute bound")
+                for k, q in (("batch", "global batch B"), ("per_chip", "batch per chip B/N"),
+                             ("per_shard", "batch per data shard B/X"))}
     if b is None:
         why = ("no batch is large enough: the TP comms grow with B as fast as the math "
                "and are never hidden (F·W_ici·M_Y " + ("<" if overlap else "≤") + " Y·C)")
@@ -146,7 +163,7 @@ def worked(cfg) -> dict[str, Worked]:
     d, f, x, y, mx, my, nn = m.d_model, m.d_ff, mesh.x, mesh.y, mesh.m_x, mesh.m_y, mesh.n
     c, w = mesh.device.flops_per_second, mesh.device.ici_bytes_per_second
     per_token = block_seconds(1, d, f, mesh)
-    hidden = tp_hideable(f, y, c, w, my)
+    hidden = y == 1 or tp_hideable(f, y, c, w, my)
     out = {
         "math": Worked("math time of one block", "T_math = 4·B·D·F / (N·C)",
                        f"4 · B · {n(d)} · {n(f)} / ({nn} · {sci(c)})", per_token["math"],
@@ -163,10 +180,11 @@ def worked(cfg) -> dict[str, Worked]:
                             f"{n(f)} ≥ {y} · {sci(c)} / ({sci(w)} · {my}) = {y * c / (w * my):,.1f}",
                             hidden, "yes, at every batch" if hidden else "no, at no batch"),
     }
+    out.update(_one_chip_axes(mesh, per_token))
     for conv, overlap in (("overlap", True), ("summed", False)):
         out.update({f"{conv}_{k}": v for k, v in _thresholds(d, f, mesh, overlap).items()})
     b = out[("overlap" if mesh.overlap else "summed") + "_batch"].value
-    if b is None:
+    if not b:       # no batch, or every batch (X = 1): no threshold to work at
         return out
     t = block_seconds(b, d, f, mesh)
     out["times"] = Worked("one block's forward at the threshold B", "T_math, T_FSDP, T_TP",
@@ -183,6 +201,8 @@ def worked(cfg) -> dict[str, Worked]:
                                 "2·(B/X)·D (In, Out), 2·D·(F/Y) (W_in, W_out)",
                                 f"B = {whole:,}: 2 · {whole // x:,} · {n(d)}, 2 · {n(d)} · {n(f // y)}", v,
                                 ", ".join(f"{k} {val:,} bytes" for k, val in v.items()))
+    if x == 1 or y == 1:    # X_opt and the book's takeaway mix FSDP with TP: neither applies
+        return out
     x_opt = optimal_fsdp_degree(b, nn, f, mx, my)
     out["x_opt"] = Worked("the Scaling Book's optimal FSDP degree at this B",
                           "X_opt = sqrt(B·N·M_X / (F·M_Y))",
@@ -195,4 +215,25 @@ def worked(cfg) -> dict[str, Worked]:
         "(C / W_ici)**2 / (M_X·M_Y·F)",
         f"({sci(c)} / {sci(w)})^2 / ({mx} · {my} · {n(f)})", shortcut,
         f"{shortcut:,.1f} tokens per chip, B = {shortcut * nn:,.1f} tokens")
+    feb = 4 * shortcut
+    out["note_shortcut_feb_2025_per_chip"] = Worked(
+        "the Feb-2025 edition's criterion B/N > 4α²/(M_X·M_Y·F), FSDP and TP comms summed (valid at "
+        "X = X_opt only)", "4·(C / W_ici)**2 / (M_X·M_Y·F)",
+        f"4 · ({sci(c)} / {sci(w)})^2 / ({mx} · {my} · {n(f)})", feb,
+        f"{feb:,.1f} tokens per chip, B = {feb * nn:,.1f} tokens")
+    return out
+
+
+def _one_chip_axes(mesh, per_token: dict[str, float]) -> dict[str, Worked]:
+    """(a)'s comms on a mesh with an axis of one chip: that axis moves nothing (as p = 1 in question 2)."""
+    out = {}
+    if mesh.x == 1:
+        out["fsdp"] = Worked("FSDP comms of one block (all-gather W_in and W_out over X)", "0 for X = 1",
+                             "an axis of one chip: nothing to gather", 0.0, "0 s: X = 1 moves nothing")
+    if mesh.y == 1:
+        out["tp"] = Worked("TP comms of one block (all-gather In, reduce-scatter Out over Y)", "0 for Y = 1",
+                           "an axis of one chip: nothing to gather or scatter", per_token["tp"],
+                           "0 s at every B: Y = 1 moves nothing")
+        out["tp_hidden"] = Worked("can the TP comms hide behind the math?", "T_TP = 0 for Y = 1",
+                                  "no TP collective", True, "yes, at every batch: there is nothing to hide")
     return out

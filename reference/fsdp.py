@@ -32,6 +32,17 @@ def standard_allgather_seconds(unit_bytes: float, p: int, alpha: float, beta: fl
     return alpha * math.log2(p) + (p - 1) / p * unit_bytes / beta
 
 
+def node_egress_beta(beta_per_device: float, devices_per_node: int) -> float:
+    """The bandwidth per device of an all-gather across nodes as NCCL runs it on nodes with one NIC per
+    device of beta_per_device each: rail-aligned rings (one ring per rail, the node's k-th NIC joined to
+    every other node's k-th) cross each node boundary once per byte, with the node's NICs carrying its
+    rings side by side, so the bandwidth term runs at the node's egress, devices_per_node * beta. The
+    Scaling Book's GPU chapter uses it (400 GB/s for 8 x 400 Gb/s). Not graded: the course's
+    inter-node model is a flat ring at each device's own beta (docs/decisions.md); the solutions set
+    the two side by side."""
+    return devices_per_node * beta_per_device
+
+
 def forward_seconds(tokens: int, unit_params: int, flops_per_second: float) -> float:
     """2 FLOPs per parameter per token: 2 * tokens * unit_params / C."""
     return 2 * tokens * unit_params / flops_per_second
@@ -122,9 +133,58 @@ def worked(cfg) -> dict[str, Worked]:
             out[f"tokens_{key}"] = Worked(
                 f"tokens per device to hide the all-gather, {net.name}, p = {p}", "none for p = 1",
                 "nothing to hide", None, "none: with nothing to gather, any number of tokens hides it")
+    out.update(_rail_aligned_notes(f, unit, fwd, b))
     num_params = 2 * unit * cfg.model.num_blocks
     p = f.inter_devices
     vol = step_comm_bytes(num_params, p, b)
     out["step_bytes"] = Worked(f"bytes each rank receives per step, p = {p}", "3 · (p−1)/p · P · b",
                                f"3 · {p - 1}/{p} · {n(num_params)} · {b}", vol, f"{vol / 1e9:,.2f} GB")
     return out
+
+
+def _rail_aligned_notes(f, unit: int, fwd: float, b: int) -> dict[str, Worked]:
+    """(a) across nodes with the bandwidth of rail-aligned rings, the node's egress (`node_egress_beta`),
+    beside the course's flat ring over per-device NICs (keys "note_rail_...", solutions only). A node is
+    the intra-node network's devices; none when either network joins one device."""
+    net, p, per_node = f.inter_network, f.inter_devices, f.intra_devices
+    if p == 1 or per_node == 1:
+        return {}
+    c, t = f.device.flops_per_second, f.tokens_per_device
+    beta = node_egress_beta(net.beta, per_node)
+    ag = allgather_seconds(unit * b, p, net.alpha, beta)
+    tokens = min_tokens_to_hide_allgather(unit, p, net.alpha, beta, c, b)
+    pmax = max_devices_before_comm_bound(t, unit, net.alpha, beta, c, b)
+    flat_ag = allgather_seconds(unit * b, p, net.alpha, net.beta)
+    flat_pmax = max_devices_before_comm_bound(t, unit, net.alpha, net.beta, c, b)
+    flips = []
+    if (flat_ag >= fwd) != (ag >= fwd):
+        flips.append(f"the verdict across nodes at {n(t)} tokens per device, from "
+                     f"{'communication-bound' if flat_ag >= fwd else 'hidden'} to "
+                     f"{'communication-bound' if ag >= fwd else 'hidden'}")
+    if (flat_pmax == 1.0) != (pmax == 1.0):
+        flips.append("the device count before communication binds, from "
+                     + ("no device count hides it (1) to a limit" if flat_pmax == 1.0 else "a limit to 1"))
+    flat_tokens = min_tokens_to_hide_allgather(unit, p, net.alpha, net.beta, c, b)
+    verdict = (("; ".join(flips) if flips else "none: only the numbers change")
+               + f"; the tokens needed to hide it fall from {flat_tokens:,.0f} to {tokens:,.0f}")
+    return {
+        "note_rail_flips": Worked("answers of (a) that flip at the node's egress", "β → devices per node · β",
+                                  f"{sci(net.beta)} → {sci(beta)}", tuple(flips), verdict),
+        "note_rail_beta": Worked(f"bandwidth per device of rail-aligned rings across nodes of {per_node}",
+                                 "β_node = devices per node · β", f"{per_node} · {sci(net.beta)}", beta,
+                                 f"{beta / 1e9:,.0f} GB/s (the node's egress)"),
+        "note_rail_allgather": Worked(
+            f"all-gather of one unit across nodes at the node's egress, p = {p}", "α · log2(p) + b · P_unit / β_node",
+            f"{sci(net.alpha)} · log2({p}) + {b} · {n(unit)} / {sci(beta)}", ag,
+            f"{ag * 1e3:.3f} ms: {'communication-bound' if ag >= fwd else 'hidden behind the forward'}"),
+        "note_rail_tokens": Worked(
+            f"tokens per device to hide it at the node's egress, p = {p}",
+            "C/2 · (α · log2(p) / P_unit + b / β_node)",
+            f"{sci(c)}/2 · ({sci(net.alpha)} · log2({p}) / {n(unit)} + {b} / {sci(beta)})",
+            tokens, f"{tokens:,.0f} tokens per device"),
+        "note_rail_pmax": Worked(
+            f"largest device count at T = {n(t)} at the node's egress", "2 ** ((2T/C − b/β_node) · P_unit / α)",
+            f"2 ** ((2 · {n(t)} / {sci(c)} − {b} / {sci(beta)}) · {n(unit)} / {sci(net.alpha)})", pmax,
+            "no limit within float range" if math.isinf(pmax) else
+            ("1: the bandwidth term alone already exceeds the forward" if pmax == 1.0 else f"{pmax:.4g} devices")),
+    }

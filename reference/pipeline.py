@@ -223,7 +223,7 @@ def _realism_notes(cfg, act_first: int) -> dict[str, Worked]:
             "training state of one stage (FP32 weights, gradients, two Adam moments)", "16 · P / p",
             f"16 · {n(param_count(mod.d_model, mod.d_ff, mod.num_blocks))} / {p}", state, gb(state)),
         "note_stage_devices": Worked(
-            f"{gpu.name}s one stage needs, with 1F1B's first-stage activations",
+            f"{gpu.name} devices one stage needs, with 1F1B's first-stage activations",
             f"ceil((16P/p + act) / {gpu.capacity_gb:g} GB)",
             f"ceil(({n(state)} + {n(act_first)}) / {n(gpu.capacity_bytes)})",
             devices, f"{devices} × {gpu.name}"),

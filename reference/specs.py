@@ -36,6 +36,13 @@ class Hardware:
     def capacity_gb(self) -> float:
         return self.capacity_bytes / GB
 
+    @property
+    def torus_axes(self) -> int:
+        """Axes of the chip's ICI torus, two links (one each way) per axis: 3 on a
+        3D torus (6 links), 2 on a 2D torus (4 links), 0 without ICI. A 4D mesh
+        spreads its X and Y collectives over M_X + M_Y of them at most."""
+        return self.ici_links // 2
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -55,7 +62,10 @@ HARDWARE: dict[str, Hardware] = {
         Hardware("H100", capacity_bytes=80 * GB, flops_per_second=9.89e14, hbm_bytes_per_second=3.35e12),
         Hardware("H200", capacity_bytes=141 * GB, flops_per_second=9.89e14, hbm_bytes_per_second=4.8e12),
         Hardware("A100", capacity_bytes=80 * GB, flops_per_second=3.12e14, hbm_bytes_per_second=2.039e12),
-        # the Scaling Book's TPU table: v5p a 3D torus (6 links), v5e a 2D torus (4 links)
+        # TPU v5p: C = 4.6e14 and 95 GB are the seed handout's figures and Google's published ones
+        # (459 TFLOP/s of BF16, 95 GB of HBM2e: docs/decisions.md); the Scaling Book's TPU table says
+        # 4.59e14 and 96 GB. W_ici = 2 x 9e10 (both directions of one link) is the book's. v5p is a
+        # 3D torus (6 links, 3 mesh axes), v5e a 2D torus (4 links, 2 axes), as Google and the book say
         Hardware("TPU v5p", capacity_bytes=95 * GB, flops_per_second=4.6e14,
                  ici_bytes_per_second=2 * 9e10, hbm_bytes_per_second=2.8e12, ici_links=6),
         Hardware("TPU v5e", capacity_bytes=16 * GB, flops_per_second=1.97e14,

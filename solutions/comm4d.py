@@ -43,8 +43,8 @@ def math_seconds(tokens: float, d_model: int, d_ff: int, n_devices: int,
 def fsdp_comm_seconds(d_model: int, d_ff: int, y: int, w_ici: float, m_x: int) -> float:
     """Task 3.3. Seconds of FSDP communication for one block's forward: the
     all-gather over X of this chip's W_in[D, F_Y] and W_out[F_Y, D] (BF16),
-    over M_X mesh axes of bidirectional links of w_ici bytes/s each.
-    Returns a float (seconds).
+    over M_X mesh axes of bidirectional links of w_ici bytes/s each, for an
+    FSDP axis of X >= 2 chips (X is not an argument). Returns a float (seconds).
     """
     # BEGIN SOLUTION
     bf16 = 2
@@ -57,7 +57,8 @@ def tp_comm_seconds(tokens: float, d_model: int, x: int, w_ici: float, m_y: int)
     """Task 3.4. Seconds of tensor-parallel communication for one block's
     forward at global batch `tokens`: the all-gather over Y of In[B_X, D] and
     the reduce-scatter over Y of Out[B_X, D] (BF16), over M_Y mesh axes of
-    w_ici bytes/s each. Returns a float (seconds).
+    w_ici bytes/s each, for a tensor-parallel axis of Y >= 2 chips (Y is not an
+    argument). Returns a float (seconds).
     """
     # BEGIN SOLUTION
     bf16 = 2
@@ -73,19 +74,22 @@ def min_batch_compute_bound(d_model: int, d_ff: int, x: int, y: int, flops_per_s
     at which one block's math takes at least as long as its communication.
 
     overlap=True (the default, the handout's assumption): comm is
-    max(FSDP, TP). overlap=False: comm is FSDP + TP. Returns a float, or None
-    when no batch is large enough.
+    max(FSDP, TP). overlap=False: comm is FSDP + TP. An axis of one chip
+    (x == 1 or y == 1) has no collective: its communication costs nothing.
+    Returns a float, or None when no batch is large enough.
     """
     # BEGIN SOLUTION
-    # Every term is linear in B: time(B) = slope * B + constant.
+    # Every term is linear in B: time(B) = slope * B + constant; an axis of one
+    # chip moves nothing, so its term is 0 (as an all-gather over p = 1 in question 2).
     math_slope = math_seconds(1.0, d_model, d_ff, x * y, flops_per_second)
-    tp_slope = tp_comm_seconds(1.0, d_model, x, w_ici, m_y)
-    fsdp_const = fsdp_comm_seconds(d_model, d_ff, y, w_ici, m_x)
-    if overlap:
-        # math >= tp for every B exactly when the slopes allow it; then the
-        # constant FSDP term fixes B.  Compare the slopes without rounding:
-        # F W M_Y >= Y C  <=>  math_slope >= tp_slope.
-        if d_ff * w_ici * m_y < y * flops_per_second:
+    tp_slope = 0.0 if y == 1 else tp_comm_seconds(1.0, d_model, x, w_ici, m_y)
+    fsdp_const = 0.0 if x == 1 else fsdp_comm_seconds(d_model, d_ff, y, w_ici, m_x)
+    # math >= tp for every B exactly when the slopes allow it.  Compare them
+    # without rounding: F W M_Y >= Y C  <=>  math_slope >= tp_slope.
+    tp_hides = y == 1 or d_ff * w_ici * m_y >= y * flops_per_second
+    if overlap or x == 1 or y == 1:
+        # with one term at 0 the sum is the max; the constant FSDP term fixes B
+        if not tp_hides:
             return None
         return fsdp_const / math_slope
     # math_slope * B >= tp_slope * B + fsdp_const needs math_slope > tp_slope

@@ -212,7 +212,7 @@ def test_the_known_mistake_is_named(toy_question):
     bits = toy_question["graded"]["bits"]
     # counting bits still gets 0 parameters right: 1 of the 3 case groups, a third of 2 points
     assert (bits["score"], bits["max"]) == (pytest.approx(2 / 3), 2)
-    assert bits["feedback"].startswith("4 of 5 cases failed, in 2 of 3 case groups (BF16, other inputs): 0.67 "
+    assert bits["feedback"].startswith("4 of 5 cases failed, in 2 of 3 case groups (BF16; other inputs): 0.67 "
                                        "of 2 points. bytes_of(params=7, bytes_per_param=2): wrong value, "
                                        "expected 14, got 112 [BF16] — this counts bits, not bytes | a hidden case "
                                        "of bytes_of (other inputs): wrong value — this counts bits, not bytes")

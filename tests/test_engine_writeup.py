@@ -12,8 +12,9 @@ from shardlab.autograder.core import content
 from shardlab.autograder.engine.answer_sheet import grade_answers, sheet_toml
 from shardlab.autograder.engine.grading import grade_folder
 from shardlab.autograder.engine.variants import variant_config
-from shardlab.autograder.engine.writeup import (MAX_WRITEUP_BYTES, WRITEUP_FILE, read_writeup, writeup_template,
-                                               written_feedback, written_parts)
+from shardlab.autograder.engine.writeup import (MAX_WRITEUP_BYTES, WRITEUP_FILE, read_writeup, writeup_prompts,
+                                               writeup_template, written_feedback, written_parts)
+from shardlab.autograder.kit.writeup_check import writeup_lines
 from shardlab.autograder.platforms.batch import write_written_answers
 from shardlab.autograder.platforms.otter import ANSWER_QUOTE, question_output
 from shardlab.autograder.publish.starter import kit_files
@@ -58,6 +59,36 @@ def test_reading_strips_prompts_and_placeholders_and_counts_words(tmp_path):
     assert written_feedback("4.c", sections, 0).startswith("Not graded (a place for your answer only). Missing")
     assert "is empty" in written_feedback("1.b", sections)
     assert "no writeup.md" in written_feedback("1.a", read_writeup(tmp_path / "nowhere"))
+
+
+@pytest.mark.pure
+def test_notes_and_the_prompt_alone_count_as_empty_in_the_graders_and_the_kits_words(tmp_path):
+    """A section of only "TODO", "TBD" or the template's prompt is empty (issue 45); the grader's
+    feedback and the kit's pytest line say it in the same words (one function, kit.writeup_check)."""
+    prompts = writeup_prompts()
+    answers = {"1.a": "TODO finish", "1.b": "- tbd: later\nTODO", "2.a": prompts["2.a"],
+               "3.a": "Two devices. TODO: check the units", "3.b": "TBD\nThe ratio is 4."}
+    text = _fill(writeup_template(), answers).replace("## 3.c ", "## 3c ")     # a renamed heading
+    (tmp_path / WRITEUP_FILE).write_text(text)
+    sections = read_writeup(tmp_path)
+    kit_lines = {line.split(": ", 1)[0]: line.split(": ", 1)[1] for line in writeup_lines(text, prompts)}
+    for part_id in ("1.a", "1.b", "2.a"):
+        said = written_feedback(part_id, sections, prompt=prompts[part_id])
+        assert said == (f"Graded by hand. Missing: the section '## {part_id}' of writeup.md holds only a placeholder "
+                        f"(TODO, TBD or the template's prompt), which counts as empty.")
+        assert said == f"Graded by hand. Missing: {kit_lines[part_id]}."
+    # a note after an answer, or an answer after a note, leaves an answer; the note is not counted
+    for part_id, words in (("3.a", 6), ("3.b", 4)):
+        said = written_feedback(part_id, sections, prompt=prompts[part_id])
+        assert said == f"Graded by hand. Answered in writeup.md ({words} words)."
+    assert "3.a" not in kit_lines and "3.b" not in kit_lines
+    renamed = written_feedback("3.c", sections, prompt=prompts["3.c"], task_ids=tuple(prompts))
+    assert renamed == ("Graded by hand. Missing: writeup.md has no section '## 3.c' (keep each heading as the "
+                       "template has it: ## 3c is no task id).")
+    assert renamed == f"Graded by hand. Missing: {kit_lines['3.c']}."
+    assert kit_lines["4.a"] == "the section '## 4.a' of writeup.md is empty"
+    assert set(kit_lines) == set(prompts) - {"3.a", "3.b"}
+    assert writeup_lines(None, prompts) == ["the submission has no writeup.md beside assignments/"]
 
 
 @pytest.mark.pure

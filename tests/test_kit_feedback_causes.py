@@ -8,6 +8,7 @@ import pytest
 from shardlab.autograder.kit import verdict
 from shardlab.autograder.kit.checks import buckets as checks
 from shardlab.autograder.kit.scenarios.buckets import layout_bytes
+from shardlab.autograder.sandbox import untrusted
 
 pytestmark = pytest.mark.pure
 
@@ -53,6 +54,46 @@ def test_a_send_waiting_for_a_rank_that_receives_elsewhere_is_no_deadlock_of_sen
     _, text = verdict.failure(2, {0: _timed_out_send(0, 1)}, [None, recv], [None, recv])
     assert text.startswith("rank 0 hung: send to rank 1") and "deadlock" not in text and ADVICE in text
     assert verdict.send_cycle(2, {}, [None, None]) is None
+
+
+def _timed_out_recv(me: int, peer: int, kit: bool) -> tuple:
+    """A rank's error when a recv timed out: the kit's (gloo's own error, at the student's line) or the
+    grader's trusted process's."""
+    if kit:
+        error = (f"RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] "
+                 f"Timed out waiting 5000ms for recv operation to complete (assignments/pipeline.py, line 214) "
+                 f"[in recv from rank {peer} #1 (96 bytes, step 1)]")
+    else:
+        error = (f"recv from rank {peer} (96 bytes, step 1) timed out: rank {peer} sent no matching message to "
+                 f"rank {me} of that size. {ADVICE} [in waiting for irecv from rank {peer} #13 (96 bytes, step 1)]")
+    return ("error", {"error": error, "collectives": 3})
+
+
+@pytest.mark.parametrize("kit", [True, False], ids=["kit", "grader"])
+def test_a_recv_from_a_rank_that_finished_names_every_rank_and_the_cause(kit):
+    # a middle stage that takes itself for the last (issue 45): ranks 0 and 1 finish, rank 2 waits for
+    # rank 1's activation, rank 3 for rank 2's
+    where = [None, None, None, "recv from rank 2 #1 (96 bytes, step 1)"]
+    state, text = verdict.failure(4, {2: _timed_out_recv(2, 1, kit)}, where, where, {0, 1})
+    assert state == "hung"
+    assert text.startswith("rank 2 hung: likely cause: rank 1 finished its step without sending rank 2 the "
+                           "message it waits for")
+    assert ("Ranks 0 and 1 finished; rank 2 was in " + ("" if kit else "waiting for i") + "recv from rank 1; "
+            "rank 3 was in recv from rank 2.") in text
+    assert ADVICE not in text and "/__w/" not in text and ".cc:" not in text
+    assert len(text) <= 500
+    # a hidden case still says only its fixed kind
+    assert untrusted.failure_kind(text) == untrusted.DID_NOT_FINISH
+    # the deadline passed with no rank failed: the same cause
+    text = verdict.unfinished(4, {0: ("ok", 1), 1: ("ok", 1)}, [None, None, "recv from rank 1 #1 (96 bytes, step 1)",
+                                                                 "recv from rank 2 #1 (96 bytes, step 1)"], 5)
+    assert "ranks 0 and 1 finished" in text and "likely cause: rank 1 finished its step" in text
+
+
+def test_two_ranks_that_both_receive_first_are_named():
+    where = [None, "recv from rank 0 #1 (96 bytes, step 1)"]
+    _, text = verdict.failure(2, {0: _timed_out_recv(0, 1, True)}, where, where)
+    assert "likely cause: ranks 0 and 1 each wait in a recv for the other's send" in text
 
 
 def _rank(all_reduces, layout=None, broadcasts=1, construction=1, state=None, grads=None):

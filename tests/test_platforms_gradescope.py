@@ -191,6 +191,30 @@ def test_an_upload_without_assignments_scores_zero_with_one_sentence(image, otte
     assert all(t.get("output") == sentence for t in _graded(run.results)), _graded(run.results)[0].get("output")
     assert run.results.get("output") == f"shardlab: {sentence}"
     assert len(json.dumps(run.results)) < 2000 + 300 * len(run.results["tests"]), len(json.dumps(run.results))
+    # `shardlab replay` prints it as Gradescope shows it: the total, each question and its sentence once
+    shown = replay.replay_lines(run.results)
+    assert shown[0] == "  total 0 / 77"
+    assert shown.count(f"      {NO_ASSIGNMENTS}") == len(_graded(run.results))
+    assert shown[-2:] == ["  top-level output:", f"      shardlab: {NO_ASSIGNMENTS}"]
+
+
+@pytest.mark.timeout(900)          # an image build of its own (shardlab warm): minutes
+def test_shardlab_replay_is_one_command_in_a_temporary_folder(autograder_zip, tmp_path):
+    """`shardlab replay ZIP SUBMISSION...`: the image built, each upload (a zip as uploaded, here
+    the kit zipped without assignments/) graded, what Gradescope shows printed; its temporary
+    folder is gone afterwards, and a missing ZIP is a usage error."""
+    import tempfile
+    from helpers import run_cli
+    upload = tmp_path / "notebook-only.zip"
+    with zipfile.ZipFile(upload, "w") as zf:
+        zf.writestr("handout.ipynb", "{}")
+    before = set(Path(tempfile.gettempdir()).glob("shardlab-replay-*"))
+    done = run_cli("replay", str(autograder_zip), str(upload), "--json", timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads(done.stdout.strip().splitlines()[-1])
+    assert record["submission"] == str(upload) and _total(record["results"]) == (0, 77)
+    assert set(Path(tempfile.gettempdir()).glob("shardlab-replay-*")) == before
+    assert run_cli("replay", str(tmp_path / "missing.zip"), str(upload)).returncode == 2
 
 
 def test_the_second_course_builds_and_grades_on_gradescopes_layout(otter_env, tmp_path):

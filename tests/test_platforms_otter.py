@@ -193,41 +193,69 @@ def test_a_background_grading_that_ends_without_a_report_is_graded_in_the_kernel
     assert json.loads((ag / REPORT_FILE).read_text())["no_submission"] == report["no_submission"]
 
 
-KERNEL_STANDIN = """import json, socket, sys, time
-socks = [socket.socket() for _ in range(5)]
-for s in socks:
-    s.bind(("127.0.0.1", 0)); s.listen()
-ports = [s.getsockname()[1] for s in socks]
-if sys.argv[4] == "lie":        # name one port nobody listens on
-    spare = socket.socket(); spare.bind(("127.0.0.1", 0)); ports[4] = spare.getsockname()[1]; spare.close()
-keys = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
-open(sys.argv[3] + ".tmp", "w").write(json.dumps({"transport": "tcp", "ip": "127.0.0.1", **dict(zip(keys, ports))}))
-import os; os.replace(sys.argv[3] + ".tmp", sys.argv[3])
-time.sleep(60)
+PORT_TAKEN_BY_THE_KERNEL = """import json, os, socket, sys
+from shardlab.autograder.sandbox import private_network
+port = int(sys.argv[1])
+why = private_network.enter() if sys.argv[2] == "own" else "asked not to"
+took = socket.socket()
+try:
+    took.bind(("127.0.0.1", port)); took.listen()
+    bound = True
+except OSError:
+    bound = False
+# what a gloo rank started later does: bind, and connect over loopback
+rank = os.fork()
+if rank == 0:
+    peer = socket.socket(); peer.bind(("127.0.0.1", 0)); peer.listen()
+    socket.create_connection(peer.getsockname(), timeout=5).close()
+    os._exit(0)
+print(json.dumps({"why_not": why, "bound": bound, "rank": os.waitstatus_to_exitcode(os.waitpid(rank, 0)[1])}))
 """
 
 
-@pytest.mark.parametrize("listens", [True, False])
-def test_kernel_listening_reads_the_kernels_connection_file_and_its_ports(tmp_path, listens):
-    """A stand-in for otter's kernel, a child of this process run as `... ipykernel_launcher -f FILE`:
-    nothing is listening until FILE names five ports, all of which it listens on."""
-    from shardlab.autograder.platforms.otter import kernel_listening
-    connection = tmp_path / "kernel-1.json"
-    assert not kernel_listening(os.getpid())
-    kernel = subprocess.Popen([sys.executable, "-c", KERNEL_STANDIN, "ipykernel_launcher", "-f", str(connection),
-                               "honest" if listens else "lie"])
+@pytest.mark.skipif(os.geteuid() != 0, reason="a network namespace of its own needs root")
+def test_the_grading_in_its_own_network_cannot_take_the_kernels_port(tmp_path):
+    """The port otter's kernel was given (here: one this process listens on) is still free to the
+    grading in its namespace (`private_network.enter`), so nothing it binds can be the kernel's;
+    without the namespace the same bind fails; its later processes (a gloo rank) inherit the
+    namespace and talk over its loopback."""
+    kernel = __import__("socket").socket()
+    kernel.bind(("127.0.0.1", 0))
+    kernel.listen()
+    port = str(kernel.getsockname()[1])
     try:
-        for _ in range(600):
-            if connection.is_file():
-                break
-            kernel.poll()
-            assert kernel.returncode is None
-            time.sleep(0.05)
-        assert kernel_listening(os.getpid()) is listens
-        assert not kernel_listening(kernel.pid)          # under the kernel itself: no kernel
+        runs = {how: json.loads(subprocess.run([sys.executable, "-c", PORT_TAKEN_BY_THE_KERNEL, port, how],
+                                               capture_output=True, text=True, timeout=60, check=True).stdout)
+                for how in ("own", "shared")}
     finally:
-        kernel.kill()
-        kernel.wait()
+        kernel.close()
+    assert runs["own"] == {"why_not": None, "bound": True, "rank": 0}
+    assert runs["shared"] == {"why_not": "asked not to", "bound": False, "rank": 0}
+
+
+def test_without_a_namespace_the_grading_waits_for_the_kernels_handshake(tmp_path, monkeypatch):
+    """Where no network namespace can be had, `grade_before_otter` grades nothing (opens no port)
+    until the kernel has run the entry file (KERNEL_UP_FILE), then grades at once."""
+    import threading
+    from shardlab.autograder.platforms import otter as otter_runtime
+    from shardlab.autograder.sandbox import private_network, zygote
+    ag = tmp_path / "autograder"
+    (ag / "source").mkdir(parents=True)
+    (ag / "submission").mkdir()
+    (ag / "source" / CONFIG_FILE).write_text("")
+    graded_at = []
+    monkeypatch.setattr(private_network, "enter", lambda: "not root")
+    monkeypatch.setattr(zygote, "shared", lambda: None)
+    monkeypatch.setattr(otter_runtime, "graded", lambda handle: graded_at.append(time.monotonic()))
+    grading = threading.Thread(target=otter_runtime.grade_before_otter, args=(ag,), daemon=True)
+    grading.start()
+    time.sleep(1.0)
+    assert graded_at == [] and grading.is_alive()           # no kernel yet: no port opened
+    (ag / "shardlab").mkdir()
+    up = time.monotonic()
+    (ag / otter_runtime.KERNEL_UP_FILE).touch()
+    grading.join(timeout=30)
+    assert len(graded_at) == 1 and graded_at[0] >= up
 
 
 def _otter_results(autograder_zip: Path, submission: Path, out: Path) -> dict:

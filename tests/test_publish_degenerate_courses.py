@@ -72,6 +72,26 @@ CASES = {
         ("With these numbers F = 53,248 does not split evenly over Y = 3",),
         ("F must be padded to a multiple of Y", "tokens per chip"),
         ("allgather_in", "collective volumes per chip")),
+    # Q3 with X = 1: an FSDP axis of one chip moves nothing and costs nothing (docs/spec.md, question 3, as
+    # p = 1 in question 2); the TP comms hide (F·W·M_Y = 53,248 · 1.8e11 = 9.585e15 >= Y·C = 4 · 4.6e14
+    # = 1.84e15), so every batch is compute bound. Charging the gather anyway would give
+    # B = X·C/(W·M_X) = 4.6e14/(1.8e11 · 2) = 1,277.8 tokens, which is nonsense.
+    "comm4d: an FSDP axis of one chip": Case(
+        "[comm4d]\nx = 1\n", "comm4d",
+        ("3: an axis of one chip, X = 1 (no FSDP)", "every batch is compute bound"),
+        ("With these numbers every batch makes this mesh compute bound: explain why.",
+         "On an axis of **one** chip (X = 1 or Y = 1) there is nothing to move"),
+        ("*Answer:* every batch.", "0 s: X = 1 moves nothing", "every batch is compute bound on this course"),
+        ("1,277.8 tokens", "a smaller global batch than in (b)", "X_opt ≈")),
+    # Q3 with Y = 1: no TP collective, T_TP = 0, so the sum equals the max and both conventions give
+    # B = X·C/(W·M_X) = 16 · 4.6e14/(1.8e11 · 2) = 20,444.4 tokens. Charging the TP comms when summed
+    # would give X·C·F·M_Y/(M_X·(F·W·M_Y − Y·C)) = 3.919e20/(2 · (9.585e15 − 4.6e14)) = 21,475.1 tokens.
+    "comm4d: a TP axis of one chip": Case(
+        "[comm4d]\ny = 1\n", "comm4d",
+        ("3: an axis of one chip, Y = 1 (no tensor parallelism)", "both conventions give the same batch"),
+        ("On an axis of **one** chip (X = 1 or Y = 1) there is nothing to move",),
+        ("20,444.4 tokens", "both conventions give this batch", "0 s at every B: Y = 1 moves nothing"),
+        ("21,475.1", "X_opt ≈")),
     # Q4 (b) with s = 100,000 bytes, w = 1e10 bytes/s, o = 50 µs: sqrt(s/(w·o)) = sqrt(1e5/5e5)
     # = sqrt(0.2) = 0.447 < 1 bucket. The overhead n·o + s/(n·w) is 5e-5 + 1e-5 = 6e-5 s at n = 1,
     # 1e-4 + 5e-6 = 1.05e-4 s at n = 2: it only grows, so one bucket of the whole model is best.

@@ -9,7 +9,7 @@ import pytest
 from helpers import answered_writeup
 
 from shardlab.autograder.publish.mathtext import to_tex
-from shardlab.autograder.engine.writeup import WRITEUP_FILE, read_writeup, written_parts
+from shardlab.autograder.engine.writeup import PLACEHOLDER, WRITEUP_FILE, read_writeup, written_parts
 from shardlab.autograder.engine.answer_sheet import answer_sheet
 from shardlab.autograder.questions import questions
 from shardlab.autograder.publish.kit_harness import distributed_parts
@@ -115,15 +115,39 @@ def test_notebook_validates_and_runs_on_the_solutions(out, tmp_path):
     assert set(read_writeup(kit)) == {p.id for p in written_parts()}
 
 
-def test_notebook_reports_a_stub(out, tmp_path):
+def test_run_all_on_failing_code_reports_every_check_and_saves_every_typed_answer(out, tmp_path):
+    """Issue 45: on the stubs, Run All goes to the end (a failing check cell reports in red and does
+    not stop the notebook), so the answers typed in the Written cells below it land in writeup.md;
+    each Written cell comes after its sub-question's text."""
     from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError
     with zipfile.ZipFile(out / "starter-kit.zip") as zf:
         zf.extractall(tmp_path)
-    nb = nbformat.read(out / "handout.ipynb", as_version=4)
-    with pytest.raises(CellExecutionError, match="Task 1.1"):
-        NotebookClient(nb, timeout=120, kernel_name="python3",
-                       resources={"metadata": {"path": str(tmp_path / "starter-kit")}}).execute()
+    kit = tmp_path / "starter-kit"
+    nb = nbformat.read(kit / "handout.ipynb", as_version=4)
+    sources = [c.source for c in nb.cells]
+    for part in written_parts():
+        number, letter = part.id.split(".")
+        cell = next(k for k, src in enumerate(sources) if src.startswith(f"write_answer({part.id!r}"))
+        question = next(k for k, src in enumerate(sources) if src.startswith(f"## Question {number} "))
+        after = [k for k, src in enumerate(sources) if k > question and src.startswith("## ")]
+        sub = [k for k, src in enumerate(sources) if question < k < (after or [len(sources)])[0]
+               and src.startswith(f"### ({letter})")]
+        assert question < cell < (after or [len(sources)])[0], part.id     # within its question
+        assert not sub or sub[0] < cell, part.id                            # after its sub-question's text
+        assert sources[cell - 1].startswith(f"**Written {part.id}**")
+    typed = {"1.a": "Four hundred devices, typed in the notebook.", "5.e": "Twenty micro-batches."}
+    for cell in nb.cells:
+        for part_id, answer in typed.items():
+            if cell.source.startswith(f"write_answer({part_id!r}"):
+                cell.source = cell.source.replace(PLACEHOLDER, answer)
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(kit)}}).execute()
+    assert {k: v for k, v in read_writeup(kit).items() if v} == typed
+    def stderr_of(start: str) -> str:
+        cell = next(c for c in nb.cells if c.source.startswith(start))        # the first such cell: 1.1's
+        return "".join(o.text for o in cell.outputs if o.get("name") == "stderr")
+    checks, runs = stderr_of("run_checks('memory'"), stderr_of("run_distributed('5.9')")
+    assert "FAILED" in checks and "Task 1.1" in checks, checks
+    assert "FAILED" in runs and "NotImplementedError" in runs, runs
 
 
 def test_a_pipe_in_a_description_stays_in_its_table_cell(cfg):

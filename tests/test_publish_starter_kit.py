@@ -10,8 +10,9 @@ import sys
 import zipfile
 
 import pytest
+from helpers import answered_writeup
 
-from shardlab.autograder.engine.plan import part_plan
+from shardlab.autograder.engine.plan import part_cases, part_plan
 from shardlab.autograder.publish.render import build
 from shardlab.autograder.publish.stubs import SOLUTIONS
 
@@ -54,6 +55,19 @@ def test_contents(kit):
     readme = (root / "README.md").read_text()
     assert "pytest" in readme and "zip" in readme and "Task 4.5" in readme
     assert "python tests/timelines.py" in readme
+    with zipfile.ZipFile(root.parent.parent / "starter-kit.zip") as zf:     # readable by anyone who unpacks it
+        assert {oct((info.external_attr >> 16) & 0o777) for info in zf.infolist()} == {oct(0o644)}
+
+
+def test_the_public_runs_reach_a_middle_stage_on_the_graders_sizes(kit, cfg):
+    """A middle pipeline stage is checked locally (issue 45), and every run says how the kit runs it."""
+    root, _ = kit
+    runs = json.loads((root / "tests" / "public_runs.json").read_text())
+    assert {r["args"]["world_size"] for r in runs["5"] if r["part"] == "5.9"} == {2, 4}
+    assert all(r["ranks"].startswith(f"{r['args']['world_size']} local gloo ranks") for q in runs.values() for r in q)
+    # every stage count the grader runs is public too
+    graded = {c.calls[0].args["world_size"] for c in part_cases(cfg, "5.9")}
+    assert graded == {r["args"]["world_size"] for r in runs["5"]}
 
 
 def test_only_public_cases(kit, cfg):
@@ -80,18 +94,26 @@ def test_stubs_fail_solutions_pass(kit, tmp_path):
     # the short report (the kit's conftest): one line per task, its first failing case in the grader's words,
     # no traceback, nothing of the harness; 2,357 lines before it
     tasks = list(dict.fromkeys(e["part"] for e in entries))
-    report = [line for line in lines if re.match(r"\d+\.\d+( \(\d+ of \d+ cases fail\))?: ", line)]
+    report = [line for line in lines if re.match(r"\d+\.\d+( \(\d+ of \d+ cases fail\))?: ", line)
+              and ": the section '## " not in line]
     assert [line.split(":")[0].split(" ")[0] for line in report] == tasks
     for line, task in zip(report, tasks):
         first = next(e for e in entries if e["part"] == task)
         said = r"rank \d: NotImplementedError: Task " if "call" in first else r"\): NotImplementedError: Task "
         assert re.search(said, line) and "(assignments/" in line, line
     assert "Traceback" not in stubs.stdout and "shardlab_local" not in stubs.stdout and "def " not in stubs.stdout
-    assert len(lines) <= len(tasks) + 15, stubs.stdout
+    # and one line per section of the blank writeup.md, after its own header, never a failing test
+    written = json.loads((root / "tests" / "writeup_sections.json").read_text())
+    assert f"writeup.md: {len(written)} of {len(written)} sections hold no answer yet" in stubs.stdout
+    said = [line for line in lines if re.match(r"\d+\.[a-z0-9]+: the section '## ", line)]
+    assert [line.split(":")[0] for line in said] == list(written) and all("is empty" in x for x in said)
+    assert len(lines) <= len(tasks) + len(written) + 16, stubs.stdout
     shutil.rmtree(tmp_path / "kit" / "assignments")
     shutil.copytree(SOLUTIONS, tmp_path / "kit" / "assignments", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "kit" / "writeup.md").write_text(answered_writeup((root / "writeup.md").read_text()))
     solved = kit_pytest(tmp_path / "kit")
     assert solved.returncode == 0, solved.stdout[-2000:]
+    assert "writeup.md" not in solved.stdout           # every section answered: nothing said
     assert "failed" not in solved.stdout and "skipped" not in solved.stdout   # the gloo tasks too
     # the README's timeline command, as a student types it
     drawn = subprocess.run([sys.executable, "tests/timelines.py"], cwd=tmp_path / "kit", capture_output=True,

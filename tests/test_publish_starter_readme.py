@@ -54,3 +54,11 @@ def test_the_kit_pins_only_the_course_s_torch():
     assert {"notebook", "ipykernel", "nbconvert"} <= set(notebook)
     unpinned = [d for d in project["dependencies"] + notebook if not d.startswith("torch")]
     assert not any("==" in d or "<" in d for d in unpinned), unpinned          # lower bounds only (pytest>=8)
+
+
+def test_the_readme_says_pytest_is_the_check_and_otter_check_is_not(course):
+    """Students check their work with the kit's pytest; `otter check` is named as not supported
+    (docs/gradescope.md says the same), so nobody tries it and reads a traceback."""
+    readme = kit_readme(course, {})
+    assert "These tests are how you check your work" in readme
+    assert "`otter check` is not supported" in readme

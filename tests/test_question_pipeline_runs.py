@@ -13,7 +13,7 @@ from shardlab.reference import pipeline_schedule as sched
 from helpers import assert_graded_as_declared, assert_nothing_left
 
 RUN_PARTS = ("5.9", "5.10", "5.11")
-RUN_FIXTURES = ("pipeline_gpipe_order", "pipeline_deadlock", "pipeline_summed_grads")
+RUN_FIXTURES = ("pipeline_gpipe_order", "pipeline_deadlock", "pipeline_summed_grads", "pipeline_middle_stage_as_last")
 PIPELINE_FIXTURES = [f for f in fixtures() if f.name in RUN_FIXTURES]
 MESSAGE = 3 * 8 * 4         # one micro-batch: 3 rows of d_model = 8, FP32
 

@@ -6,6 +6,7 @@ from fractions import Fraction
 
 import pytest
 
+from shardlab.autograder.core.parts import alternatives
 from shardlab.autograder.engine.plan import part_rng
 from shardlab.autograder.questions import questions
 from shardlab.autograder.publish.render import render_markdown
@@ -156,3 +157,82 @@ def test_cases_cover_none_and_both_conventions(cfg):
     public_none = [c for c, v in zip(cases, expected) if v is None and c.public]
     assert public_none, "a public case shows that None is a legal answer"
     assert {c.calls[0].args.get("overlap", True) for c in cases} == {True, False}
+
+
+# ---- an axis of one chip costs nothing (docs/spec.md, question 3, as p = 1 in question 2) -----------
+
+@IMPLEMENTATIONS
+def test_an_axis_of_one_chip_costs_nothing(impl):
+    # Y = 1, summed, on a v5e (C/W = 1.97e14/9e10 = 2,188.9): no TP collective, so the sum is the max,
+    # B = X·C/(W·M_X) = 2 · 2,188.9 / 3 = 1,459.26 (the issue's case; charging the TP gather gave 1,527.65)
+    b = impl.min_batch_compute_bound(8192, 32768, 2, 1, 1.97e14, 9e10, 3, 1, False)
+    assert close(b, Fraction(2 * 197_000_000_000_000, 270_000_000_000))
+    # Y = 1 with a tiny F: F·W·M_Y = 24 · 9e10 = 2.16e12 < C, yet there is no TP term to hide:
+    # B = 2 · 2,188.9 / 1 = 4,377.8
+    b = impl.min_batch_compute_bound(8, 24, 2, 1, 1.97e14, 9e10, 1, 1)
+    assert close(b, Fraction(2 * 197_000_000_000_000, 90_000_000_000))
+    # X = 1: no FSDP collective; the TP comms hide (53,248 · 1.8e11 >= 4 · 4.6e14): every batch, B = 0
+    assert impl.min_batch_compute_bound(D, F, 1, 4, C, W, 1, 1) == 0.0
+    assert impl.min_batch_compute_bound(D, F, 1, 4, C, W, 1, 1, False) == 0.0
+    # X = 1 and TP comms that never hide (Y = 32: 32 · 4.6e14 > 9.585e15): still no batch
+    assert impl.min_batch_compute_bound(D, F, 1, 32, C, W, 1, 1) is None
+    assert impl.min_batch_compute_bound(D, F, 1, 32, C, W, 1, 1, False) is None
+    # a 1 x 1 mesh: nothing to communicate, every batch
+    assert impl.min_batch_compute_bound(D, F, 1, 1, C, W, 1, 1, False) == 0.0
+
+
+def _cases_35(cfg):
+    part = next(p for p in _question(cfg).parts if p.id == "3.5")
+    return part, part.cases(cfg, part_rng(cfg, part))
+
+
+def _chip_axes(c, w, course_device):
+    """The torus axes of the chip a case's (C, W) name: a preset's, or the course's; 2 for a made-up chip
+    (the smallest torus)."""
+    from shardlab.reference.specs import HARDWARE
+    for hw in (*HARDWARE.values(), course_device):
+        if (hw.flops_per_second, hw.ici_bytes_per_second) == (c, w):
+            return hw.torus_axes
+    return 2
+
+
+def test_every_3_5_case_is_a_mesh_its_chip_holds(cfg):
+    part, cases = _cases_35(cfg)
+    for case in cases:
+        a = case.calls[0].args
+        assert a["m_x"] + a["m_y"] <= _chip_axes(a["flops_per_second"], a["w_ici"], cfg.comm4d.device), case
+
+
+def test_the_random_meshes_fit_their_chips():
+    import random
+    from shardlab.autograder.questions.comm4d import _mesh
+    from shardlab.reference.specs import HARDWARE
+    rng = random.Random(7)
+    drawn = [_mesh(rng) for _ in range(2000)]
+    for args, c, w in drawn:
+        chip = next(h for h in HARDWARE.values() if (h.flops_per_second, h.ici_bytes_per_second) == (c, w))
+        assert args["m_x"] + args["m_y"] <= chip.torus_axes
+    # both chips and both kinds of one-chip axis are drawn, and a 3D torus's third axis is used
+    assert {c for _, c, _ in drawn} == {4.6e14, 1.97e14}
+    assert any(a["x"] == 1 for a, _, _ in drawn) and any(a["y"] == 1 for a, _, _ in drawn)
+    assert any(a["m_x"] + a["m_y"] == 3 for a, _, _ in drawn)
+
+
+def test_a_correct_one_chip_answer_is_never_the_other_convention(cfg):
+    """On a mesh with an axis of one chip both conventions give the same batch, so the flipped-convention
+    feedback cannot be named there; charging the one-chip collective is named instead."""
+    part, cases = _cases_35(cfg)
+    one_chip = [c for c in cases if 1 in (c.calls[0].args["x"], c.calls[0].args["y"])]
+    assert {c.public for c in one_chip} == {True, False}
+    charged = 0
+    for case in one_chip:
+        names = {m.name for m, _ in alternatives(part, case, part.expect(case))}
+        assert "summed where overlapped" not in names
+        charged += "one-chip axis charged" in names
+    assert charged >= 2
+
+
+def test_the_handout_states_the_one_chip_rule_and_the_torus(cfg):
+    handout = render_markdown(cfg, solutions=False)
+    assert "On an axis of **one** chip (X = 1 or Y = 1) there is nothing to move" in handout
+    assert "whatever the size of the axis." in handout and "(3 on a TPU v5p)" in handout

@@ -67,6 +67,7 @@ devices = 16
 gpu = "A100 40GB"
 [comm4d]
 device = "Trillium"
+m_x = 1            # a 2D torus (4 links) holds M_X + M_Y = 2 mesh axes
 [fsdp]
 inter_network = "RoCE"
 """)
@@ -88,6 +89,14 @@ inter_network = "RoCE"
      "[fsdp].intra_devices is needed"),
     ('[fsdp]\nintra_network = "NVL72"\n', "names no network"),
     ('hardware = 3\n', "[hardware] must hold tables"),
+    # a v5e is a 2D torus (4 links, 2 axes): the default M_X + M_Y = 2 + 1 = 3 does not fit
+    ('[comm4d]\ndevice = "TPU v5e"\n', "m_x + m_y = 2 + 1 mesh axes exceed the 2 axes of TPU v5e's torus"),
+    # a v5p's 3 axes: 2 + 2 = 4 do not fit
+    ('[comm4d]\nm_y = 2\n', "m_x + m_y = 2 + 2 mesh axes exceed the 3 axes of TPU v5p's torus"),
+    # a chip of the course's own with ICI but no links given has no torus axes
+    ('[hardware."T"]\ncapacity_bytes = 1e10\nflops_per_second = 1e14\nici_bytes_per_second = 1e11\n'
+     '[comm4d]\ndevice = "T"\nm_x = 1\n', "exceed the 0 axes of T's torus (ici_links = 0, two per axis): "
+     "lower m_x or m_y, or give the chip its ici_links"),
 ])
 def test_bad_hardware_and_networks_are_named(tmp_path, text, message):
     with pytest.raises(ShardlabError) as err:
@@ -138,3 +147,11 @@ def test_scaffolding_is_blank_or_guided(tmp_path):
     with pytest.raises(ShardlabError, match=r"^config \[course\]\.scaffolding must be one of 'blank', 'guided', "
                                             r"got 'full'$"):
         _load(tmp_path, '[course]\nscaffolding = "full"\n')
+
+
+def test_the_torus_rule_binds_only_a_course_that_sets_question_3(tmp_path):
+    """M_X + M_Y = 2 + 1 on a v5e (2 axes) is refused in a course that sets question 3 (above) and not in
+    one that does not, as the pipeline's rule; 1 + 1 fits."""
+    cfg = _load(tmp_path, '[course]\nquestions = ["memory"]\n[comm4d]\ndevice = "TPU v5e"\n')
+    assert (cfg.comm4d.m_x, cfg.comm4d.m_y) == (2, 1)
+    assert _load(tmp_path, '[comm4d]\ndevice = "TPU v5e"\nm_x = 1\n').comm4d.device.torus_axes == 2

@@ -76,7 +76,8 @@ def answer_sheet(cfg) -> dict[str, dict[str, Worked]]:
 
 def sheet_toml(cfg, student_id: str, values: bool = False) -> str:
     """The answers.toml a student fills in (values=True: filled with the reference's)."""
-    lines = [f"student_id = {json.dumps(student_id)}"]
+    lines = [f"student_id = {json.dumps(student_id)}",
+             '# plain numbers in base units; an answer with no limit (unbounded) is written inf']
     for section, items in answer_sheet(cfg).items():
         lines += ["", f"[{section}]"]
         for key, w in items.items():
@@ -218,7 +219,8 @@ def grade_answers(root: Path, cfg, student_id: str | Submitters | None = None) -
         data = read_answers(path) if path.is_file() else {}
         named = data.get("student_id")
         if submitters is None:
-            student_id = check_student_id(named, ANSWERS_FILE) if isinstance(named, str) else None
+            # a blank sheet (the kit's, student_id = "") has no id: said as such, not as a malformed one
+            student_id = check_student_id(named, ANSWERS_FILE) if isinstance(named, str) and named.strip() else None
         elif not submitters.ids:
             student_id, why = None, submitters.problem
         elif named in submitters.ids:
@@ -238,7 +240,8 @@ def grade_answers(root: Path, cfg, student_id: str | Submitters | None = None) -
     for section, expected in sheet.items():
         if student_id is None:
             why = why or ("no answers.toml in the submission" if not path.is_file()
-                          else "answers.toml has no student_id")
+                          else "answers.toml has no student_id (the one that came with your own handout "
+                               "has yours filled in)")
             parts.append(PartResult(_part_id(section), _part_title(section), 0.0, cfg.course.answer_points,
                                     f"Not graded: {why}.", "answers"))
         else:

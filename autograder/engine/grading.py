@@ -39,7 +39,7 @@ from shardlab.autograder.core.results import (BUDGET_STOP, INTERNAL_ERROR, Group
                                                 Report, course_stamp, internal_error_result, points_text)
 from shardlab.autograder.engine.submission import open_submission
 from shardlab.autograder.kit.timelines.drawing import timeline
-from shardlab.autograder.engine.writeup import read_writeup, written_feedback
+from shardlab.autograder.engine.writeup import read_writeup, writeup_prompts, written_feedback
 from shardlab.autograder.core.errors import ShardlabError, SubmissionRefused
 from shardlab.autograder.questions import all_parts, part_points, plan, questions, registered
 from shardlab.autograder.sandbox import leftovers, untrusted
@@ -145,7 +145,7 @@ def score_part(part: Part, points: float, cases: list[Case], expected: list[list
         missed = [g.name for g in groups if g.score < g.max_score]
         shown = [f"{f.where}: {f.what}" for _, f in judged[:MAX_FAILURES_SHOWN]]
         more = len(judged) - len(shown)
-        named_missed = ", ".join(missed[:MAX_FAILURES_SHOWN]) + (", …" if len(missed) > MAX_FAILURES_SHOWN else "")
+        named_missed = "; ".join(missed[:MAX_FAILURES_SHOWN]) + ("; …" if len(missed) > MAX_FAILURES_SHOWN else "")
         feedback = (f"{len(judged)} of {len(cases)} cases failed, in {len(missed)} of {len(groups)} case groups "
                     f"({named_missed}): {points_text(score)} of {points_text(points)} points. " + " | ".join(shown)
                     + (f" | and {more} more" if more else ""))
@@ -314,11 +314,13 @@ def grade_folder(root: Path, cfg, limits: Limits = Limits(), label: str | None =
     graded, output, printed = grade_parts(root, cfg, [p for q in chosen for p in q.parts if p.kind == "auto"],
                                           limits)
     sections = read_writeup(Path(root))
+    written_ids = tuple(writeup_prompts(cfg))
     qresults = []
     for q in chosen:
         presults = [graded[part.id] if part.kind == "auto" else
                     PartResult(part.id, part.title, 0.0, 0.0,
-                               written_feedback(part.id, sections, part_points(part, cfg)), part.kind)
+                               written_feedback(part.id, sections, part_points(part, cfg), part.description,
+                                                written_ids), part.kind)
                     for part in q.parts]
         qresults.append(QuestionResult(str(q.number), q.title, sum(p.score for p in presults),
                                        sum(p.max_score for p in presults if not p.bonus), presults))

@@ -21,18 +21,15 @@ followed through a link, and shown only through `sandbox.untrusted`.
 from __future__ import annotations
 
 import os
-import re
 import stat
 from pathlib import Path
 
 from shardlab.autograder.core.results import points_text
+from shardlab.autograder.kit.writeup_check import (PLACEHOLDER, WRITEUP_FILE, answer_of,
+                                                   section_problem, sections_of)
 from shardlab.autograder.questions import part_points, questions
 
-WRITEUP_FILE = "writeup.md"
 MAX_WRITEUP_BYTES = 256 * 1024
-PLACEHOLDER = "(your answer here)"
-_HEADING = re.compile(r"^## +(\S+)[^\n]*$", re.M)
-_COMMENT = re.compile(r"<!--.*?-->", re.S)
 
 
 def written_parts(cfg=None) -> list:
@@ -66,8 +63,9 @@ def writeup_template(cfg=None) -> str:
 
 
 def read_writeup(root: Path) -> dict[str, str] | None:
-    """{part id: answer text} from the submission's writeup.md (prompts and the
-    placeholder removed); None when there is no readable plain file."""
+    """{part id: section text} from the submission's writeup.md (comments and the
+    placeholder removed: `kit.writeup_check.sections_of`); None when there is no
+    readable plain file."""
     path = Path(root) / WRITEUP_FILE
     try:
         info = os.lstat(path)
@@ -76,31 +74,30 @@ def read_writeup(root: Path) -> dict[str, str] | None:
     if not stat.S_ISREG(info.st_mode):
         return None
     with open(path, "rb") as f:
-        text = f.read(MAX_WRITEUP_BYTES).decode("utf-8", "replace")
-    marks = list(_HEADING.finditer(text))
-    sections: dict[str, str] = {}
-    for k, mark in enumerate(marks):
-        body = text[mark.end():marks[k + 1].start() if k + 1 < len(marks) else len(text)]
-        body = _COMMENT.sub("", body).replace(PLACEHOLDER, "").strip()
-        sections.setdefault(mark.group(1), body)
-    return sections
+        return sections_of(f.read(MAX_WRITEUP_BYTES).decode("utf-8", "replace"))
+
+
+def writeup_prompts(cfg=None) -> dict[str, str]:
+    """{task id: its prompt} of every written part, in handout order: what the kit's pytest checks
+    writeup.md against (tests/writeup_sections.json) and the grader's feedback with."""
+    return {part.id: part.description for part in written_parts(cfg)}
 
 
 def word_count(text: str) -> int:
     return len(text.split())
 
 
-def written_feedback(part_id: str, sections: dict[str, str] | None, points: float | None = None) -> str:
-    """A manual part's feedback: answered (with its word count) or missing, and why; with `points`
-    (the part's in this course), the graders' points it is worth, or that it is not graded."""
+def written_feedback(part_id: str, sections: dict[str, str] | None, points: float | None = None,
+                     prompt: str = "", task_ids: tuple[str, ...] = ()) -> str:
+    """A manual part's feedback: answered (with its word count) or missing, and why, in the
+    kit's words (`kit.writeup_check.section_problem`: a section of only TODO, TBD or the
+    template's prompt is empty); with `points` (the part's in this course), the graders'
+    points it is worth, or that it is not graded."""
     head = ("Graded by hand." if points is None else
             f"Graded by hand ({points_label(points).split(',')[0]})." if points else
             "Not graded (a place for your answer only).")
-    if sections is None:
-        return f"{head} Missing: the submission has no {WRITEUP_FILE} beside assignments/."
-    text = sections.get(part_id)
-    if text is None:
-        return f"{head} Missing: {WRITEUP_FILE} has no section '## {part_id}'."
-    if not text:
-        return f"{head} Missing: the section '## {part_id}' of {WRITEUP_FILE} is empty."
-    return f"{head} Answered in {WRITEUP_FILE} ({word_count(text)} words)."
+    problem = section_problem(part_id, sections, prompt, task_ids)
+    if problem is not None:
+        return f"{head} Missing: {problem}."
+    assert sections is not None        # section_problem said so
+    return f"{head} Answered in {WRITEUP_FILE} ({word_count(answer_of(sections[part_id], prompt))} words)."

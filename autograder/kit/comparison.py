@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 import math
 import numbers
+import re
 import signal
 import threading
 import time
@@ -108,12 +109,23 @@ def show_value(value: Any) -> str:
     return f"{value:,}" if is_int(value) else repr(value)
 
 
+# `judge`'s words for a value of the wrong type: the value itself is shown beside them in a public case
+_WRONG_TYPE = re.compile(r"returned \w+, expected (?:an int|a number|a dict)")
+
+
 def public_feedback(problem: str, expected: Any, got_shown: str, note: str = "", mistake: str | None = None) -> str:
     """What failed in a public case, as the grader and the kit word it (after "<call>: "):
-    "why[, expected E, got G] [note] — this <mistake>"."""
+    "why[, expected E, got G] [note] — this <mistake>": every wrong value beside the expected
+    one, a None or a value of the wrong type included."""
     what = problem
     if problem == WRONG:
         what += f", expected {show_value(expected)}, got {got_shown}"
+    elif problem == "expected None":        # the value returned where None was right, and the reverse
+        what += f", got {got_shown}"
+    elif problem == "returned None":
+        what += f", expected {show_value(expected)}"
+    elif _WRONG_TYPE.fullmatch(problem):
+        what += f": got {got_shown}, expected {show_value(expected)}"
     if note:
         what += f" [{note}]"
     if mistake:
@@ -199,6 +211,20 @@ def check(module: str, function: str, args: dict, expected: Any, kind: str, rtol
                          f"{public_feedback(reason, expected, show_value(got), note, mistake)}")
 
 
+MIB = 2**20          # a bucket's MB, as PyTorch DDP's bucket_cap_mb (docs/spec.md, conventions)
+
+
 def call_text(function: str, args: dict) -> str:
-    """A public call as `check`'s messages name it: `function(name=value, ...)`."""
-    return f"{function}({', '.join(f'{k}={v!r}' for k, v in args.items())})"
+    """A public call as `check`'s messages name it: `function(name=value, ...)`; a size in MB
+    (an argument named `*_mb`) that is a whole number of bytes reads as the size it is,
+    `bucket_size_mb=1 byte (9.54e-07 MB)`."""
+    return f"{function}({', '.join(f'{k}={_shown(k, v)}' for k, v in args.items())})"
+
+
+def _shown(name: str, value) -> str:
+    if name.endswith("_mb") and isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        size = value * MIB
+        if float(size).is_integer():
+            n = int(size)
+            return f"{n} byte{'' if n == 1 else 's'} ({value:.3g} MB)"
+    return repr(value)

@@ -25,7 +25,7 @@ import re
 from .checks import comparator_named
 from .comparison import call_text, did_not_finish, public_feedback, show_value
 from .local import START_SECONDS, LocalGroup, ScenarioFailed
-from .student_values import describe_exception
+from .student_values import describe_exception, shortened
 
 SCENARIO_SECONDS = 30.0         # one training run takes well under a second; a laptop may be slow
 COLLECTIVE_SECONDS = 5.0
@@ -149,9 +149,9 @@ def failure_line(entry: dict, exc: BaseException) -> str:
     """A failed public test in one line: the grader's feedback when the check itself
     failed (`check` or `check_run` raised, naming the call first), else the call and
     what the student's code raised, at its innermost line in assignments/. Capped at
-    FEEDBACK_CHARS."""
+    FEEDBACK_CHARS, cut at a word boundary."""
     call, text = call_of(entry), str(exc)
     if not (isinstance(exc, AssertionError) and text.startswith(f"{call}: ")):
         text = f"{call}: {describe_exception(exc)}"
     text = " ".join(text.split())
-    return text if len(text) <= FEEDBACK_CHARS else text[:FEEDBACK_CHARS - 1] + "…"
+    return shortened(text, FEEDBACK_CHARS)

@@ -10,7 +10,32 @@ from __future__ import annotations
 
 import numbers
 import os
+import re
 import traceback
+
+ELLIPSIS = "…"
+# a library's source location in an error: gloo's "[/__w/pytorch/.../unbound_buffer.cc:78] " and the like,
+# which tell a student nothing and, cut short, would end a summary
+_LIBRARY_PATH = re.compile(r"(?<![\w.-])\[?(?:[A-Za-z]:)?(?:[\\/][^\s\[\]:]+)+"
+                           r"\.(?:cc|cpp|cxx|c|h|hpp|py|pyx)(?::\d+)?\]?:?\s*")
+
+
+def without_library_paths(text: str) -> str:
+    """`text` without the source locations a library puts in its errors (paths under assignments/
+    are the student's and stay)."""
+    return _LIBRARY_PATH.sub(lambda m: m.group(0) if "assignments" in m.group(0) else "", text).strip()
+
+
+def shortened(text: str, limit: int) -> str:
+    """At most `limit` characters, cut at a word boundary and ended with an ellipsis when cut (a word
+    longer than a fifth of the limit is cut inside, so that little is lost)."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit - 1]
+    space = head.rfind(" ")
+    if space >= (limit - 1) * 4 // 5:
+        head = head[:space]
+    return head.rstrip(" ,;:") + ELLIPSIS
 
 
 def plain(value, depth=0):
@@ -33,9 +58,19 @@ def plain(value, depth=0):
                     f"which is not a plain number")
 
 
+# torch errors whose own words do not say what to do: the hint goes first, so that no cut loses it
+HINTS = {
+    "modified by an inplace operation": ("autograd saved a tensor for backward that was then overwritten in "
+                                         "place (for FSDP, the handout's question 2, Part B, says how to get "
+                                         "weights back for backward)"),
+}
+
+
 def describe_exception(exc: BaseException) -> str:
-    """The exception and the student's innermost frame, one line."""
+    """The exception and the student's innermost frame, one line (with a hint first where
+    `HINTS` knows the error)."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if "assignments" in f.filename]
     where = f" (assignments/{os.path.basename(frames[-1].filename)}, line {frames[-1].lineno})" if frames else ""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}{': ' + text[:300] if text else ''}{where}"
+    text = without_library_paths(str(exc).strip().splitlines()[0]) if str(exc).strip() else ""
+    hint = next((f"{said}: " for known, said in HINTS.items() if known in text), "")
+    return f"{type(exc).__name__}{': ' + hint + shortened(text, 300) if text else ''}{where}"

@@ -16,11 +16,11 @@ in otter's kernel:
    which has no prelude.
    Then run_autograder (`otter_export.RUN_GRADING`) starts the grading
    itself in the background (`grade_before_otter`, a process of its own) and
-   records its pid in `<autograder dir>/shardlab/grading.pid`: its start-up
-   (the zygote's torch import, the grader's imports) runs while otter
-   imports its libraries and starts its kernel, and the grading proper
-   starts as soon as the kernel holds its ports (docs/performance.md, "A
-   Gradescope run, replayed").
+   records its pid in `<autograder dir>/shardlab/grading.pid`: it runs while
+   otter imports its libraries and starts its kernel, its ports in a network
+   namespace of its own, or, where there is none, opened only once the
+   kernel has run the entry file (docs/gradescope.md, "No race with otter's
+   kernel"; docs/performance.md, "A Gradescope run, replayed").
 2. The entry file calls `locate_submission()`: where `assignments/` is, and
    which course config the zip shipped. An upload without a single
    `assignments/` (a notebook alone, two kits) is graded all the same: a
@@ -72,7 +72,6 @@ KERNEL_UP_FILE = Path("shardlab") / "kernel-up"        # the entry file ran: ott
 KERNEL_WAIT_SECONDS = 120       # the background grading waits this long for otter's kernel, then leaves it the grading
 OTTER_OWN = {ENTRY_FILE, "tests", "__init__.py"}   # what otter itself puts in submission/
 _WAIT_POLL_SECONDS = 0.05       # how often the background grading and the kernel's cases look at each other
-_KERNEL_PORTS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")   # a connection file's
 
 _reports: dict[str, dict] = {}
 WRITTEN_CAP = 8000          # characters of a written answer shown on Gradescope (the file is there in full)
@@ -220,25 +219,34 @@ def _report_if_written(report: Path) -> dict | None:
     return json.loads(report.read_text(encoding="utf-8")) if report.is_file() else None
 
 
-def grade_before_otter(ag_dir: str | Path, run_autograder_pid: int) -> None:
+def grade_before_otter(ag_dir: str | Path) -> None:
     """run_autograder's grading, started in the background before otter
     (`otter_export.RUN_GRADING`): the submission otter's submission folder had
     (quarantined by RUN_PRELUDE) graded as `graded` grades it, the report written
     to `<ag_dir>/shardlab/report.json`, where the kernel's cases find it.
 
-    What opens no port runs at once, while otter starts: the zygote's torch
-    import and warm-up, the grader's imports, finding the upload. The grading
-    itself waits until otter's kernel (under run_autograder, process
-    `run_autograder_pid`) holds its TCP ports (`kernel_listening`), or its
-    entry file has run (KERNEL_UP_FILE): jupyter_client picks the kernel's
-    ports (free ones, then closed) a second or more before the kernel binds
-    them, and the gloo ranks bind and connect hundreds of ports of the same
-    ephemeral range (about 430 in a grading of the solutions); one taken in
-    between kills the kernel, and otter writes no results. When the kernel
-    is not up within KERNEL_WAIT_SECONDS (otter failed, or a machine that
-    slow), nothing is graded here; a kernel that comes later finds no report
-    and grades itself (`graded`)."""
-    from shardlab.autograder.sandbox import zygote
+    It cannot race otter's kernel for a port, by construction
+    (docs/gradescope.md, "No race with otter's kernel"): jupyter_client picks
+    the kernel's ports (free ones, then closed) a second or more before the
+    kernel binds them, and the gloo ranks bind and connect hundreds of ports
+    of the same ephemeral range. So, first thing, before the zygote or any
+    rank exists, this process moves into a network namespace of its own
+    (`private_network.enter`: root, as on Gradescope): every port the grading
+    opens is then another loopback's, and the grading starts at once. Where
+    that is refused (no root, a container without the capability), the
+    grading opens no port before the kernel has run the entry file
+    (KERNEL_UP_FILE, which `locate_submission` writes: a kernel that runs
+    code has bound all its ports), a handshake, not a guess; only what opens
+    no port (the zygote's torch import, the grader's imports, finding the
+    upload) overlaps otter's start then. When the kernel is not up within
+    KERNEL_WAIT_SECONDS (otter failed, or a machine that slow), nothing is
+    graded here; a kernel that comes later finds no report and grades itself
+    (`graded`), its own ports bound by then."""
+    from shardlab.autograder.sandbox import private_network, zygote
+    why_not = private_network.enter()
+    print("shardlab: grading in a network namespace of its own" if why_not is None else
+          f"shardlab: no network namespace of its own ({why_not}): grading once otter's kernel is up",
+          flush=True)
     zygote.shared()
     from shardlab.autograder.engine import grading  # noqa: F401 - imported while otter starts, not after
     ag = Path(ag_dir).resolve()
@@ -246,54 +254,11 @@ def grade_before_otter(ag_dir: str | Path, run_autograder_pid: int) -> None:
     if "report" not in handle:   # the zip has no course config: the kernel's cases say so
         return
     deadline = time.monotonic() + KERNEL_WAIT_SECONDS
-    while not ((ag / KERNEL_UP_FILE).is_file() or kernel_listening(run_autograder_pid)):
+    while why_not is not None and not (ag / KERNEL_UP_FILE).is_file():
         if time.monotonic() > deadline:
             return
         time.sleep(_WAIT_POLL_SECONDS)
     graded(handle)
-
-
-def kernel_listening(ancestor: int) -> bool:
-    """Whether the Jupyter kernel under process `ancestor` (run_autograder: otter
-    starts it as `python -m ipykernel_launcher -f FILE`) listens on every TCP
-    port its connection file FILE names (jupyter_client writes the file before
-    it starts the kernel; /proc/net/tcp lists the listening ports, state 0A)."""
-    parents = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:        # "pid (comm) state ppid ...": comm may hold spaces and parentheses
-            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):   # gone meanwhile
-            continue
-    files = []
-    for pid in parents:
-        up, hops = pid, 0
-        while up in parents and up != ancestor and hops < 64:
-            up, hops = parents[up], hops + 1
-        if up != ancestor or pid == ancestor:
-            continue
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"ipykernel_launcher" in argv and b"-f" in argv[:-1]:
-            files.append(Path(os.fsdecode(argv[argv.index(b"-f") + 1])))
-    if not files:
-        return False
-    listening = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            rows = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        listening |= {int(row.split()[1].rsplit(":", 1)[1], 16) for row in rows if row.split()[3] == "0A"}
-    for file in files:
-        try:
-            info = json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):           # not written yet
-            return False
-        if info.get("transport", "tcp") == "tcp" and not {int(info[k]) for k in _KERNEL_PORTS} <= listening:
-            return False
-    return True
 
 
 def case_failure(report: dict, part_id: str, group: int | None = None) -> str | None:
@@ -477,8 +442,8 @@ def grading_notes(report: dict) -> str:
 
 
 if __name__ == "__main__":      # run_autograder: python -m shardlab.autograder.platforms.otter finalize DIR,
-    # and (in the background) ... grade DIR PID, PID being run_autograder's
+    # and (in the background) ... grade DIR
     if sys.argv[1:2] == ["finalize"] and len(sys.argv) == 3:
         finalize_results(sys.argv[2])
-    elif sys.argv[1:2] == ["grade"] and len(sys.argv) == 4:
-        grade_before_otter(sys.argv[2], int(sys.argv[3]))
+    elif sys.argv[1:2] == ["grade"] and len(sys.argv) == 3:
+        grade_before_otter(sys.argv[2])

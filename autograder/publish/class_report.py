@@ -24,7 +24,8 @@ counts; the conventions below are the instructor's choices the issue left open.
   misconceptions explains a failed case (`PartResult.misconceptions`);
   otherwise the failures are their code failing (an exception, a hang, a
   crash: `PartResult.failures`) or a wrong value nobody has named. A part whose
-  students mostly lack a named cause is where the next misconception belongs.
+  wrong values mostly have no named cause is where the next misconception
+  belongs (code that failed is no misconception's to name).
 - Reports from a grader before these fields existed count as "cause not
   recorded".
 
@@ -214,12 +215,14 @@ def misconception_rows(batch: Batch) -> list[dict]:
 
 
 def unexplained_parts(parts: list[dict]) -> list[dict]:
-    """The parts where fewer than half of the students losing points have a named cause."""
+    """The parts whose wrong values mostly have no name: of the students who lost points there with a
+    wrong value (named or not), fewer than half are explained by a named misconception. Code that
+    failed (raised, hung) is counted beside them but decides nothing: no misconception names it."""
     rows = [{"part": r["part"], "title": r["title"], "losing": r["losing"], "named_cause": r["named_cause"],
              "wrong_unnamed": r["wrong_unnamed"], "code_failed": r["code_failed"],
              "cause_not_recorded": r["cause_not_recorded"], "unnamed_share": _share(r["losing"] - r["named_cause"],
                                                                                     r["losing"])}
-            for r in parts if r["losing"] and r["named_cause"] * 2 < r["losing"]]
+            for r in parts if r["wrong_unnamed"] and r["named_cause"] < r["wrong_unnamed"]]
     return sorted(rows, key=lambda r: (-r["wrong_unnamed"], -r["losing"], _part_key(r["part"])))
 
 

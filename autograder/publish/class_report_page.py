@@ -17,7 +17,7 @@ from shardlab.autograder.core.drawing import COMM, COMPUTE, DPI, EXPOSED, pyplot
 from shardlab.autograder.core.results import points_text
 
 TEMPLATE = "class_report.html.j2"
-WIDTH_INCH = 7.2            # the page's column is 52rem, about 7.5 inches at 96 dpi
+WIDTH_INCH = 9.2            # the page's column, 56rem = 896 px: an SVG point is 4/3 px, so drawn at 1:1
 CONTEXT_LINES = 2           # lines shown around a matching region in a side-by-side view
 MAX_BAR_ROWS = 40           # a bar chart shows this many rows at most (the table lists them all)
 
@@ -45,11 +45,14 @@ def _label(text: str, limit: int = 46) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def histogram(values: list[float], xlabel: str, ylabel: str, bins, color: str = COMPUTE) -> str:
+def histogram(values: list[float], xlabel: str, ylabel: str, bins, color: str = COMPUTE,
+              xticks: list[int] | None = None) -> str:
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(WIDTH_INCH, 2.6), dpi=DPI)
+    fig, ax = plt.subplots(figsize=(WIDTH_INCH, 2.4), dpi=DPI)
     ax.hist(values, bins=bins, color=color, edgecolor="white")
     ax.yaxis.get_major_locator().set_params(integer=True)
+    if xticks is not None:
+        ax.set_xticks(xticks)
     _axes(ax, xlabel, ylabel)
     return _svg(fig)
 
@@ -70,7 +73,7 @@ def written_plot(written: dict) -> str | None:
     if not n or not counts:
         return None
     return histogram(counts, f"written sections answered (of {n})", "students",
-                     [k - 0.5 for k in range(n + 2)], COMM)
+                     [k - 0.5 for k in range(n + 2)], COMM, list(range(0, n + 1, max(1, n // 10))))
 
 
 def parts_plot(parts: list[dict]) -> str | None:

@@ -8,9 +8,11 @@ each distributed task's a cell that runs its public cases on local gloo ranks
 with the kit's copy of the grader's checks (tests/shardlab_local/, so it
 runs in the starter kit's folder) and, for the overlap tasks, a cell that
 shows the traced timeline of one step (`kit.timelines`) inline, and
-for each written deliverable a cell that saves the answer typed in it in
-writeup.md (an untouched cell saves nothing; no cell replaces an answer it
-did not save)."""
+for each written deliverable, after its sub-question's text, a cell that
+saves the answer typed in it in writeup.md (an untouched cell saves nothing;
+no cell replaces an answer it did not save). A failing check reports every
+failing case in red and does not raise, so Run All never stops before a
+Written cell (docs/spec.md, "Written answers")."""
 from __future__ import annotations
 
 import base64
@@ -74,18 +76,29 @@ os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
 
 {helper}
 
+def report_failures(what, failures):
+    """Every failing case of a cell, in red (stderr). Never raised: Run All goes on to the cells
+    below, so each Written cell still saves your answer in writeup.md."""
+    print(f"FAILED: {{len(failures)}} {{what}}\\n" + "\\n".join(failures), file=sys.stderr)
+
+
 def run_checks(module, cases):
     """Reload assignments.<module> (so your edits count) and run the public checks."""
-    importlib.reload(importlib.import_module(f"assignments.{{module}}"))
+    cases = json.loads(cases)
+    try:
+        importlib.reload(importlib.import_module(f"assignments.{{module}}"))
+    except Exception as exc:  # noqa: BLE001 - reported, not raised (report_failures)
+        return report_failures(f"of {{len(cases)}} public checks: assignments/{{module}}.py failed to import",
+                               [f"{{type(exc).__name__}}: {{exc}}"])
     failures = []
-    for case in json.loads(cases):
+    for case in cases:
         try:
             check(**case["check"])
-        except Exception as exc:  # show every failing case, then fail the cell
+        except Exception as exc:  # noqa: BLE001 - every failing case is shown
             failures.append(f"{{case['id']}}: {{type(exc).__name__}}: {{exc}}")
     if failures:
-        raise AssertionError("\\n".join(failures))
-    print(f"all {{len(json.loads(cases))}} public checks passed")
+        return report_failures(f"of {{len(cases)}} public checks failed", failures)
+    print(f"all {{len(cases)}} public checks passed")
 
 
 def kit_runs(part_id):
@@ -110,12 +123,12 @@ def run_distributed(part_id):
         for run in runs:
             try:
                 check_run(run, ranks)
-            except AssertionError as exc:
+            except Exception as exc:  # noqa: BLE001 - every failing run is shown
                 failures.append(f"{{run['id']}}: {{exc}}")
     finally:
         ranks.close()
     if failures:
-        raise AssertionError("\\n".join(failures))
+        return report_failures(f"of {{len(runs)}} public runs failed on local gloo ranks", failures)
     print(f"all {{len(runs)}} public runs passed on local gloo ranks")
 
 
@@ -127,8 +140,11 @@ def show_timeline(part_id):
     runs = kit_runs(part_id)
     from shardlab_local.timelines.drawing import draw_timelines
     out = Path.cwd() / "timelines"
-    for line in draw_timelines(runs, os.getcwd(), out):
-        print(line)
+    try:
+        for line in draw_timelines(runs, os.getcwd(), out):
+            print(line)
+    except Exception as exc:  # noqa: BLE001 - reported, not raised (report_failures)
+        return report_failures("timeline: it could not be drawn", [f"{{type(exc).__name__}}: {{exc}}"])
     png = out / (runs[0]["drawn"]["stem"] + ".png")
     if png.exists():
         display(Image(filename=str(png)))
@@ -206,52 +222,78 @@ def _markdown_cell(text: str, figures: dict[str, bytes]) -> nbformat.NotebookNod
 
 
 def notebook(cfg, handout_md: str, checks: dict) -> nbformat.NotebookNode:
-    """One markdown cell per handout section; a check cell per locally checked task."""
+    """One markdown cell per handout section; a check cell per locally checked task after its
+    question's heading; each Written cell after the text of its sub-question ("### (a) ..."), or
+    at its question's end."""
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     helper = inspect.getsource(comparison).split('"""', 2)[2].strip()
-    cells = []
+    cells: list = []
     figures = {path: png for path, _, png in document_figures(cfg, False).values()}
+    q_number: str | None = None
+    written: dict[str, object] = {}         # the current question's Written parts not yet placed, by id
     for section in _SECTION.split(handout_md):
+        if section.startswith("## "):       # a question (or any top section) ends the one before
+            cells += [c for part in written.values() for c in _written_cells(cfg, part)]
+            written = {}
         if section.strip():
             cells.append(_markdown_cell(section.strip(), figures))
-        if not cells or not section.startswith("## Question"):
+        if not cells:
             continue
-        number = section.split()[2]
-        q = next(q for q in registered() if str(q.number) == number)
-        for part_id, cases in checks.get(number, {}).items():
-            part = next(p for p in q.parts if p.id == part_id)
-            todo = (f"Fill it in in `assignments/{q.module}.py`, then run the public checks:" if part.function
-                    else "It checks your functions above against a real run; run it once they pass:")
-            title = f"`{part.title}`" if part.function else part.title      # 1.8 is a check, not a function
-            stop = "" if part.description.endswith(("?", ".")) else "."
-            cells.append(nbformat.v4.new_markdown_cell(
-                f"**Task {part_id}** {title}: {part.description}{stop} {todo}"))
-            cells.append(nbformat.v4.new_code_cell(
-                f"run_checks({q.module!r}, r'''{json.dumps(cases)}''')"))
-        for part in filter(is_distributed, q.parts):
-            cells.append(nbformat.v4.new_markdown_cell(
-                f"**Task {part.id}** {part.title}: {part.description}. This cell runs its public cases on "
-                f"local gloo ranks, with the grader's own checks:"))
-            cells.append(nbformat.v4.new_code_cell(f"run_distributed({part.id!r})"))
-            if part.drawn:       # a timeline cell follows the check cell
-                cells.append(nbformat.v4.new_markdown_cell(
-                    "One training step of your class, traced on the same ranks: compute above, each collective "
-                    "below, per rank (compare with the handout's figure):"))
-                cells.append(nbformat.v4.new_code_cell(f"show_timeline({part.id!r})"))
-        for part in (p for p in q.parts if p.kind == "manual"):      # `engine.writeup`
-            cells.append(nbformat.v4.new_markdown_cell(
-                f"**Written {part.id}** {part.title} ({points_label(part_points(part, cfg))}): "
-                f"{part.description}. Type your answer below in place of `{PLACEHOLDER}` and run the cell: it "
-                "saves your text under its heading in `writeup.md`, which you hand in beside `assignments/`. "
-                "Or write it in `writeup.md` directly: a cell left as it is saves nothing, and no cell ever "
-                "replaces an answer it did not save."))
-            cells.append(nbformat.v4.new_code_cell(
-                f'write_answer({part.id!r}, r"""\n{PLACEHOLDER}\n""")'))
+        sub = re.match(r"### \(([a-z])\)", section)
+        if sub and q_number is not None and (part := written.pop(f"{q_number}.{sub.group(1)}", None)):
+            cells += _written_cells(cfg, part)
+        if not section.startswith("## "):
+            continue
+        q_number = section.split()[2] if section.startswith("## Question") else None
+        if q_number is None:
+            continue
+        q = next(q for q in registered() if str(q.number) == q_number)
+        cells += _check_cells(q, checks.get(q_number, {}))
+        written = {p.id: p for p in q.parts if p.kind == "manual"}      # `engine.writeup`
+    cells += [c for part in written.values() for c in _written_cells(cfg, part)]
     cells.insert(1, nbformat.v4.new_code_cell(SETUP.format(helper=helper, placeholder=json.dumps(PLACEHOLDER))))
     nb.cells = cells
     nbformat.validate(nb)
     return nb
+
+
+def _check_cells(q, checks: dict) -> list:
+    """A question's check cells: its public checks per task, its distributed tasks' public runs
+    and timelines."""
+    cells = []
+    for part_id, cases in checks.items():
+        part = next(p for p in q.parts if p.id == part_id)
+        todo = (f"Fill it in in `assignments/{q.module}.py`, then run the public checks:" if part.function
+                else "It checks your functions above against a real run; run it once they pass:")
+        title = f"`{part.title}`" if part.function else part.title      # 1.8 is a check, not a function
+        stop = "" if part.description.endswith(("?", ".")) else "."
+        cells.append(nbformat.v4.new_markdown_cell(
+            f"**Task {part_id}** {title}: {part.description}{stop} {todo}"))
+        cells.append(nbformat.v4.new_code_cell(
+            f"run_checks({q.module!r}, r'''{json.dumps(cases)}''')"))
+    for part in filter(is_distributed, q.parts):
+        cells.append(nbformat.v4.new_markdown_cell(
+            f"**Task {part.id}** {part.title}: {part.description}. This cell runs its public cases on "
+            f"local gloo ranks, with the grader's own checks:"))
+        cells.append(nbformat.v4.new_code_cell(f"run_distributed({part.id!r})"))
+        if part.drawn:       # a timeline cell follows the check cell
+            cells.append(nbformat.v4.new_markdown_cell(
+                "One training step of your class, traced on the same ranks: compute above, each collective "
+                "below, per rank (compare with the handout's figure):"))
+            cells.append(nbformat.v4.new_code_cell(f"show_timeline({part.id!r})"))
+    return cells
+
+
+def _written_cells(cfg, part) -> list:
+    """A written deliverable's two cells: what to write, and the cell that saves it in writeup.md."""
+    return [nbformat.v4.new_markdown_cell(
+                f"**Written {part.id}** {part.title} ({points_label(part_points(part, cfg))}): "
+                f"{part.description}. Type your answer below in place of `{PLACEHOLDER}` and run the cell: it "
+                "saves your text under its heading in `writeup.md`, which you hand in beside `assignments/`. "
+                "Or write it in `writeup.md` directly: a cell left as it is saves nothing, and no cell ever "
+                "replaces an answer it did not save."),
+            nbformat.v4.new_code_cell(f'write_answer({part.id!r}, r"""\n{PLACEHOLDER}\n""")')]
 
 
 def notebook_json(cfg, handout_md: str, checks: dict) -> str:

@@ -30,6 +30,7 @@ namespaces and cgroups (README, Gradescope section).
 """
 from __future__ import annotations
 
+import html as _html
 import json
 import os
 import shlex
@@ -41,9 +42,12 @@ import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from shardlab.autograder.platforms.process_memory import PeakSampler
-from shardlab.autograder.core.errors import ShardlabError
+from shardlab.autograder.core.errors import CheckFailed, ShardlabError
+from shardlab.autograder.core.results import points_text
+from shardlab.autograder.sandbox.untrusted import one_line
 from shardlab.autograder.sandbox.jail import Cgroup
 from shardlab.autograder.platforms.otter import GRADING_PID_FILE, KERNEL_UP_FILE, REPORT_FILE
 from shardlab.autograder.publish.otter_export import AUTOGRADER_DIR, CACHE_DIR, OTTER_ENV_NAME, SETUP_TAIL_MARK
@@ -74,8 +78,7 @@ class Run:
 
 def _namespace(script: str, env: dict[str, str], timeout: float, cgroup: Cgroup | None = None):
     """Run bash `script` in a private mount namespace (the tmpfs at /autograder is its own)."""
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
-        raise ShardlabError("replaying Gradescope needs root and unshare(1) (util-linux)")
+    check_can_replay()
     os.makedirs("/autograder", exist_ok=True)       # the mount point only; the tmpfs is private
     cmd = ["unshare", "--mount", "--propagation", "private", "bash", "-c", script]
 
@@ -298,7 +301,71 @@ def unpack_upload(upload_zip: Path, into: Path) -> Path:
     return into
 
 
-def scratch(prefix: str = ".gradescope-replay-") -> Path:
-    """A scratch folder on the project venv's file system (so hard links work)."""
-    base = Path(sys.prefix).parent
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=base if os.access(base, os.W_OK) else None))
+def scratch(prefix: str = "shardlab-replay-") -> Path:
+    """A fresh temporary folder (tempfile's: $TMPDIR, else /tmp), never inside the checkout.
+    `make_env` hard-links the project's packages into it where it shares their file system,
+    and copies them where it does not (slower: point TMPDIR at the venv's file system then)."""
+    return Path(tempfile.mkdtemp(prefix=prefix))
+
+
+def check_can_replay() -> None:
+    """A private /autograder needs root and util-linux's unshare: one line before any work."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        raise ShardlabError("replaying Gradescope needs root and unshare(1) (util-linux): run it with sudo")
+
+
+def upload_folder(upload: Path, into: Path) -> Path:
+    """The submission folder Gradescope makes of an upload: a zip unpacked into it, a folder as it is."""
+    if upload.is_dir():
+        shutil.copytree(upload, into, symlinks=True)
+        return into
+    if not zipfile.is_zipfile(upload):
+        raise ShardlabError(f"not a submission: {upload} is neither a folder nor a zip file")
+    return unpack_upload(upload, into)
+
+
+def replay_zip(autograder_zip: Path, uploads: list[Path], work: Path, metadata: dict,
+               on_built=None) -> Iterator[tuple[Path, Run]]:
+    """Gradescope's life of `autograder_zip`, replayed in `work`: the image built once
+    (`build_image`; a failed build raises ShardlabError with the end of its log), then
+    each upload graded in a fresh container of it (`replay`), yielded as it is done.
+    `on_built(log)` is called once the image is ready."""
+    venv = make_env(work)
+    status, log = build_image(autograder_zip, venv, work / "image", work / "build")
+    (work / "build.log").write_text(log)
+    if status != 0:
+        tail = "; ".join(line for line in log.strip().splitlines()[-3:])
+        raise CheckFailed(f"the image build (setup.sh) failed with status {status}: {one_line(tail, 400)} "
+                          f"(the whole log: {work / 'build.log'})")
+    if on_built is not None:
+        on_built(log)
+    for k, upload in enumerate(uploads):
+        run_dir = work / f"run-{k}"
+        folder = upload_folder(upload, run_dir / "upload")
+        run = replay(work / "image", venv, folder, metadata, run_dir)
+        (run_dir / "run_autograder.log").write_text(run.log)
+        yield upload, run
+
+
+def replay_lines(results: dict) -> list[str]:
+    """results.json as a student sees it on Gradescope, as printable lines: the total
+    over the autograder's points, then each test's name, score, visibility and output,
+    and the top-level output. An output is shown as text (simple_format is HTML with
+    its line breaks kept: entities decoded), each line made one printable line
+    (`untrusted.one_line`: it may carry the student's text)."""
+    tests = results.get("tests", [])
+    scored = [t for t in tests if "score" in t]
+    total = results.get("score", sum(float(t["score"]) for t in scored))
+    maximum = sum(float(t.get("max_score", 0)) for t in scored)
+    lines = [f"  total {points_text(float(total))} / {points_text(maximum)}"]
+
+    def shown(output) -> list[str]:
+        return [f"      {one_line(line, 2000)}" for line in _html.unescape(str(output or "")).splitlines()]
+    for t in tests:
+        points = (f" ({points_text(float(t['score']))} / {points_text(float(t.get('max_score', 0)))})"
+                  if "score" in t else "")
+        lines.append(f"  {one_line(str(t.get('name', '(unnamed test)')))}{points} [{t.get('visibility', 'visible')}]")
+        lines += shown(t.get("output"))
+    if results.get("output"):
+        lines += ["  top-level output:", *shown(results["output"])]
+    return lines

@@ -111,11 +111,19 @@ def distributed_parts(cfg=None) -> list:
     return [p for q in questions(cfg) for p in q.parts if is_distributed(p)]
 
 
+def ranks_text(world_size: int) -> str:
+    """How the kit runs a public run, as public_runs.json says it beside the run."""
+    return (f"{world_size} local gloo ranks, one process each: the kit starts one group per world size "
+            f"its runs use (any size the grader uses), once per pytest session, and every run of that size "
+            f"shares it (tests/conftest.py, tests/{KIT_PACKAGE}/local_checks.py)")
+
+
 def public_runs(cfg) -> dict[str, list[dict]]:
     """{question number: [one entry per public case of a distributed part]}; each entry:
     id, part, title, scenario, module, args (world_size included), call (as feedback
-    shows it), note, compare (a comparator's name in kit.checks), expected, mistakes
-    [[value, message]], and drawn (the part's `Drawn` as a dict, or None)."""
+    shows it), note, ranks (how the kit runs it: `ranks_text`), compare (a comparator's
+    name in kit.checks), expected, mistakes [[value, message]], and drawn (the part's
+    `Drawn` as a dict, or None)."""
     out: dict[str, list[dict]] = {}
     with public_seeds():
         for q in questions(cfg):
@@ -130,7 +138,8 @@ def public_runs(cfg) -> dict[str, list[dict]]:
                                 for mis, values in alternatives(part.for_course(cfg), case, [expected])]
                     runs.append(dict(id=f"{part.id} {call.function} {case.note}", part=part.id, title=part.title,
                                      scenario=call.function, module=call.module, args=dict(call.args),
-                                     call=call.show(), note=case.note, compare=comparator_name(part.compare),
+                                     call=call.show(), note=case.note, ranks=ranks_text(call.args["world_size"]),
+                                     compare=comparator_name(part.compare),
                                      expected=expected, mistakes=mistakes,
                                      drawn=part.drawn._asdict() if part.drawn else None))
     return out

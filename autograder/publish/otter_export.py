@@ -10,7 +10,9 @@ Pipeline, in order:
    without `solutions/` or `tests/`: the answer key never travels to
    Gradescope, and nothing at grading time imports it;
 4. `otter generate` writes the zip (run_autograder, setup.sh, environment.yml
-   with our requirements, otter_config.json, tests/, files/); its setup.sh
+   with our requirements as the whole pip list, otter among them without its
+   plugins' packages: `overwrite_requirements`, no text edited; otter_config.json,
+   tests/, files/); its setup.sh
    is replaced by ours (`setup_script`: Miniforge and the env, no browser,
    no PDF toolchain, and a guard that refuses `otter grade` in one line);
    once the wheel is installed, the installed `reference/` package, the
@@ -84,8 +86,9 @@ OTTER_CONFIG = {
 }
 
 CACHE_DIR = f"{AUTOGRADER_DIR}/source/shardlab-cache"   # in the image: filled by setup, read by every run
-OTTER_REQUIREMENT = "otter-grader[grading,plugins]"       # otter's own pip line in environment.yml ...
-OTTER_LEAN_REQUIREMENT = "otter-grader[grading]"          # ... minus the Google Sheets plugins' packages
+# the env's otter: the release that wrote the zip, without the Google Sheets plugins' packages (otter's
+# own environment.yml line adds `plugins`; `overwrite_requirements` makes requirements.txt the whole list)
+OTTER_REQUIREMENT = "otter-grader[grading]"
 OTTER_GRADE_REFUSAL = ("shardlab: this zip is for Gradescope; 'otter grade' cannot build it (its image gets only "
                        "setup.sh, environment.yml and requirements.* before set-up). Grade locally with: "
                        "shardlab grade SUBMISSIONS... --jobs 2 --out DIR")
@@ -167,7 +170,7 @@ RUN_GRADING = f"""\
 # shardlab: the grading starts now, in the background, while otter imports its libraries and
 # starts its kernel; the kernel's test cases wait for its report (platforms/otter.py)
 mkdir -p {AUTOGRADER_DIR}/{GRADING_PID_FILE.parent}
-python -m shardlab.autograder.platforms.otter grade {AUTOGRADER_DIR} $$ > {AUTOGRADER_DIR}/{GRADING_LOG} 2>&1 &
+python -m shardlab.autograder.platforms.otter grade {AUTOGRADER_DIR} > {AUTOGRADER_DIR}/{GRADING_LOG} 2>&1 &
 echo $! > {AUTOGRADER_DIR}/{GRADING_PID_FILE}
 """
 
@@ -316,7 +319,9 @@ def build_autograder(cfg, config_text: str, out: Path, roster_text: str | None =
                 (stage / "tests" / f"{name}.py").write_text(source, encoding="utf-8")
         (stage / ENTRY_FILE).write_text(ENTRY_SOURCE, encoding="utf-8")
         wheel = build_wheel(stage / "wheel")
+        from otter import __version__ as otter_version
         (stage / "requirements.txt").write_text("\n".join([
+            f"{OTTER_REQUIREMENT}=={otter_version}",
             f"--extra-index-url {TORCH_CPU_INDEX}",
             torch_requirement(),
             f"{AUTOGRADER_DIR}/source/{wheel.name}",
@@ -324,7 +329,7 @@ def build_autograder(cfg, config_text: str, out: Path, roster_text: str | None =
         (stage / "otter_config.json").write_text(json.dumps(OTTER_CONFIG, indent=2))
         with chdir(stage):
             otter_generate(tests_dir="tests", output_path=str(target), config="otter_config.json",
-                           requirements="requirements.txt", files=[ENTRY_FILE],
+                           requirements="requirements.txt", overwrite_requirements=True, files=[ENTRY_FILE],
                            python_version=PYTHON_VERSION, no_environment=True)
         own = own_question_files(cfg)
         _add_shardlab_steps(target, tuple(sorted({path.split("/")[0] for path in own})))
@@ -340,9 +345,9 @@ def build_autograder(cfg, config_text: str, out: Path, roster_text: str | None =
 
 def _add_shardlab_steps(target: Path, own_dirs: tuple[str, ...] = ()) -> None:
     """Rewrite otter's zip: setup.sh becomes `setup_script` (otter's own
-    version of Miniforge), environment.yml installs otter without its
-    plugins' extra packages, run_autograder gets RUN_PRELUDE after its
-    shebang, RUN_GRADING before otter's own line and RUN_EPILOGUE at its end."""
+    version of Miniforge), run_autograder gets RUN_PRELUDE after its
+    shebang, RUN_GRADING before otter's own line and RUN_EPILOGUE at its end.
+    (environment.yml is otter's own, from requirements.txt: `build_autograder`.)"""
     from otter.generate import MINIFORGE_VERSION
     with zipfile.ZipFile(target) as zf:
         entries = [(info, zf.read(info)) for info in zf.infolist()]
@@ -350,11 +355,6 @@ def _add_shardlab_steps(target: Path, own_dirs: tuple[str, ...] = ()) -> None:
         for info, data in entries:
             if info.filename == "setup.sh":
                 data = setup_script(MINIFORGE_VERSION, own_dirs).encode()
-            elif info.filename == "environment.yml":
-                if OTTER_REQUIREMENT.encode() not in data:
-                    raise ShardlabError(f"otter's environment.yml no longer names {OTTER_REQUIREMENT} "
-                                        "(a new otter version?): update publish/otter_export.py")
-                data = data.replace(OTTER_REQUIREMENT.encode(), OTTER_LEAN_REQUIREMENT.encode())
             elif info.filename == "run_autograder":
                 shebang, _, rest = data.partition(b"\n")
                 lines = rest.rstrip(b"\n").split(b"\n")

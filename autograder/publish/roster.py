@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import re
 from pathlib import Path
 from typing import NamedTuple
@@ -44,7 +45,9 @@ def read_roster(path: str | Path) -> list[Student]:
         raise ShardlabError(f"roster file not found: {path}")
     try:
         with path.open(newline="", encoding="utf-8-sig") as fh:
-            rows = list(csv.DictReader(fh))
+            reader = csv.DictReader(fh)
+            lines = [(row, reader.line_num) for row in reader]     # the file's own line (blank lines count)
+            rows = [row for row, _ in lines]
             header = list(rows[0]) if rows else []
     except (UnicodeDecodeError, csv.Error) as exc:
         raise ShardlabError(f"roster {path} is not a readable CSV: {exc}") from None
@@ -52,7 +55,7 @@ def read_roster(path: str | Path) -> list[Student]:
         raise ShardlabError(f"roster {path} needs a header with columns {', '.join(ROSTER_COLUMNS)} "
                             f"(and optionally {EMAIL_COLUMN}) and at least one student")
     out, seen, emails = [], set(), set()
-    for line, row in enumerate(rows, start=2):
+    for row, line in lines:
         where = f"roster {path} line {line}"
         sid = check_student_id((row["student_id"] or "").strip(), where)
         if sid in seen:
@@ -114,10 +117,35 @@ def build_roster(cfg: CourseConfig, roster: str | Path, out: Path) -> list[Path]
         (folder / "answers.toml").write_text(blank, encoding="utf-8")
         written.append(folder / "answers.toml")
         variants.append((student, variant))
+    for line in roster_warnings(variants):
+        click.echo(f"warning: {line}", err=True)
     keys = write_keys(variants, out / KEYS_FOLDER)
     click.echo(f"wrote {len(keys) - 1} answer keys (<student_id>.md each, all of them in {KEYS_JSON}) under "
                f"{out / KEYS_FOLDER}: for the instructor and graders only, never hand them out")
     return written
+
+
+def roster_warnings(variants: list[tuple[Student, CourseConfig]]) -> list[str]:
+    """What an instructor should hear of a roster's variants: students who draw the same numbers on
+    every answer (they could share them), and ids that differ only in case (their students/ folders
+    collide on a file system that ignores case, as macOS's and Windows's do by default)."""
+    out: list[str] = []
+    by_numbers: dict[str, list[str]] = {}
+    by_folded: dict[str, list[str]] = {}
+    for student, variant in variants:
+        numbers = strict_json({n: {k: w.value for k, w in ws.items()} for n, ws in answer_key(variant).items()})
+        by_numbers.setdefault(numbers, []).append(student.student_id)
+        by_folded.setdefault(student.student_id.casefold(), []).append(student.student_id)
+    for ids in by_numbers.values():
+        if len(ids) > 1:
+            shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+            out.append(f"{len(ids)} students draw the same numbers on every answer ({shown}): they could share "
+                       "their answers; give [variants] more choices")
+    for ids in by_folded.values():
+        if len(ids) > 1:
+            out.append(f"student ids {', '.join(map(repr, ids))} differ only in case: their folders under "
+                       "students/ collide on a file system that ignores case (macOS, Windows); make them differ")
+    return out
 
 
 def key_questions(cfg: CourseConfig) -> dict[str, dict[str, dict]]:
@@ -161,6 +189,23 @@ def key_markdown(variant: CourseConfig, student_id: str, name: str | None = None
     return "\n".join(lines)
 
 
+def _finite(value):
+    """`value` with every float that is not finite spelled as answers.toml spells it ("inf", "-inf",
+    "nan"), as a string: strict JSON has no Infinity or NaN."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def strict_json(value, **kwargs) -> str:
+    """JSON any strict parser reads: no Infinity or NaN (`_finite`); anything else not JSON as str."""
+    return json.dumps(_finite(value), allow_nan=False, default=str, **kwargs)
+
+
 def write_keys(variants: list[tuple[Student, CourseConfig]], folder: Path) -> list[Path]:
     """folder/<student_id>.md per student (`key_markdown`) and folder/keys.json,
     {student_id: `key_record`} for all of them; returns the files written."""
@@ -172,5 +217,5 @@ def write_keys(variants: list[tuple[Student, CourseConfig]], folder: Path) -> li
         path.write_text(key_markdown(variant, sid, student.name), encoding="utf-8")
         written.append(path)
         records[sid] = key_record(variant, sid, student.name)
-    (folder / KEYS_JSON).write_text(json.dumps(records, indent=1, default=str) + "\n", encoding="utf-8")
+    (folder / KEYS_JSON).write_text(strict_json(records, indent=1) + "\n", encoding="utf-8")
     return written + [folder / KEYS_JSON]

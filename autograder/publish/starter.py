@@ -12,7 +12,8 @@ Pipeline, in order:
 3. the kit: assignments/ stubs, tests/ (one plain pytest file per question,
    the JSON cases and runs, the kit package with its two launchers, and a
    conftest.py holding the session's ranks, a marker per task and the short
-   report: one line per failing task), README.md (the starter_readme.md.j2
+   report: one line per failing task, and one per section of writeup.md that
+   holds no answer, `kit.writeup_check`), README.md (the starter_readme.md.j2
    template), pyproject.toml (Jupyter as the `notebook` extra), the handout
    (Markdown, offline HTML with MathML, figures/) and the notebook; what the
    student hands in: writeup.md (a section per written part, `engine.writeup`)
@@ -21,12 +22,14 @@ Pipeline, in order:
 from __future__ import annotations
 
 import json
+import stat
+import time
 import zipfile
 from pathlib import Path
 
 from shardlab.autograder.core import content
 from shardlab.autograder.engine.answer_sheet import ANSWERS_FILE, sheet_toml
-from shardlab.autograder.engine.writeup import WRITEUP_FILE, writeup_template
+from shardlab.autograder.engine.writeup import WRITEUP_FILE, writeup_prompts, writeup_template
 from shardlab.autograder.kit.comparison import Compare
 from shardlab.autograder.core.parts import Part, alternatives
 from shardlab.autograder.engine.plan import part_plan
@@ -36,6 +39,8 @@ from shardlab.autograder.publish.jinja import environment
 from shardlab.autograder.publish.kit_harness import harness_files, public_runs
 from shardlab.autograder.publish.stubs import generated_stubs, own_stubs
 from shardlab.autograder.questions import questions
+
+KIT_FILE_MODE = stat.S_IFREG | 0o644     # every file of the kit zip: a regular file, rw-r--r--
 
 KIT_PYPROJECT = """\
 [project]
@@ -115,6 +120,9 @@ CONFTEST = '''"""The kit's pytest set-up.
 - The report: plain `pytest` (or `pytest -q`) prints one line per failing
   task, the grader's feedback on its first failing case, and no traceback;
   `pytest -v`, or any `--tb=...`, shows every case with its traceback.
+- writeup.md: each section that holds no answer yet (missing, empty,
+  renamed, or only TODO, TBD or the template's prompt) is one line at the
+  end, in the grader's words; graded by hand, it is never a failing test.
 - No test hangs: a call past the grader's limit on one call fails its
   check, in the grader's words ("did not finish within ... s"); a run fails
   at its scenario's deadline; and pytest-timeout bounds each public test
@@ -135,6 +143,7 @@ sys.dont_write_bytecode = True
 os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
 
 from shardlab_local.local_checks import Ranks, bound_seconds, failure_line, task_marker, timed_out  # noqa: E402
+from shardlab_local.writeup_check import WRITEUP_FILE, writeup_lines  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 BRIEF = pytest.StashKey[bool]()
@@ -211,7 +220,24 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
+def _writeup_report(terminalreporter, config):
+    """writeup.md's sections that hold no answer yet, one line each, in the grader's words (graded by
+    hand: never a failing test). Not said when only some tests were chosen (-m, -k)."""
+    if config.option.markexpr or config.option.keyword:
+        return
+    prompts = json.loads((HERE / "writeup_sections.json").read_text())
+    path = HERE.parent / WRITEUP_FILE
+    text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+    lines = writeup_lines(text, prompts)
+    if lines:
+        terminalreporter.section(f"{WRITEUP_FILE}: {len(lines)} of {len(prompts)} sections hold no answer yet "
+                                 f"(graded by hand, not a test)")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    _writeup_report(terminalreporter, config)
     if not config.stash.get(BRIEF, False):
         return
     cases, failed = Counter(), {}
@@ -301,6 +327,7 @@ def kit_files(cfg, handout_md: str) -> dict[str, str | bytes]:
     files["pyproject.toml"] = KIT_PYPROJECT.format(name="shardlab-starter-kit", torch=content.torch_version())
     files["README.md"] = kit_readme(cfg, distributed)
     files[WRITEUP_FILE] = writeup_template(cfg)
+    files["tests/writeup_sections.json"] = json.dumps(writeup_prompts(cfg), indent=1)    # what conftest checks
     if cfg.course.secret:          # only then is answers.toml graded (`engine.answer_sheet`)
         files[ANSWERS_FILE] = KIT_ANSWERS_NOTE + sheet_toml(cfg, "")
     files.update({path: png for path, _, png in document_figures(cfg, False).values()})   # the handout's
@@ -313,7 +340,11 @@ def kit_files(cfg, handout_md: str) -> dict[str, str | bytes]:
 def build_starter_kit(cfg, handout_md: str, out: Path) -> Path:
     """Write `out/starter-kit.zip` (one top folder, `starter-kit/`)."""
     target = out / "starter-kit.zip"
+    now = time.localtime()[:6]
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
         for path, text in sorted(kit_files(cfg, handout_md).items()):
-            zf.writestr(f"starter-kit/{path}", text)
+            entry = zipfile.ZipInfo(f"starter-kit/{path}", now)
+            entry.external_attr = KIT_FILE_MODE << 16      # writestr's default is 0600: unreadable to a group
+            entry.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(entry, text)
     return target

@@ -24,9 +24,10 @@ import html as _html
 import re
 import unicodedata
 
+from shardlab.autograder.kit.student_values import shortened
+
 LINE_CAP = 500          # one failure line of feedback
 FEEDBACK_CAP = 2000     # a part's whole feedback, as shown
-ELLIPSIS = "…"
 
 # CSI (colours, cursor moves), OSC (window titles, hyperlinks) and the other
 # two-character escapes of ECMA-48.
@@ -51,8 +52,9 @@ def _visible(text: str, keep_newlines: bool, budget: int) -> str:
 
 
 def cap(text: str, limit: int) -> str:
-    """At most `limit` characters; a cut text ends with an ellipsis."""
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + ELLIPSIS
+    """At most `limit` characters; a cut text is cut at a word boundary and ends with an ellipsis
+    (`kit.student_values.shortened`, the kit's rule too)."""
+    return shortened(text, limit)
 
 
 def one_line(text: str, limit: int = LINE_CAP) -> str:
@@ -128,7 +130,7 @@ def failure_kind(error: str) -> str:
     text = one_line(error, 10_000)
     if text.startswith("not run: "):
         return NOT_RUN
-    if "did not finish" in text or "timed out" in text or _RANK.match(text) and " hung: " in text[:12]:
+    if "did not finish" in text or "timed out" in text or _RANK.match(text) and " hung: " in text[:15]:
         return DID_NOT_FINISH
     if "ended the grading process" in text or "ended its process" in text \
             or "corrupted the grader's result channel" in text:

@@ -145,6 +145,8 @@ def _parse(data: dict, source: str, sha256: str = "", base: Path | None = None) 
     questions = course.questions  # type: ignore[attr-defined]
     if not questions or "pipeline" in questions:      # its rule binds only a course that sets it
         read_["pipeline"].checked(model.num_blocks)  # type: ignore[attr-defined]
+    if not questions or "comm4d" in questions:        # likewise: the mesh must fit its chip's torus
+        read_["comm4d"].checked()  # type: ignore[attr-defined]
     drawable = {name: m for name, m in declared.items() if name not in ("course", "grading", "gradescope")}
     return CourseConfig(
         **{name: read_[name] for name in SECTIONS if name != "model"}, model=model,  # type: ignore[arg-type]

@@ -139,7 +139,10 @@ def setting(default: Any, help: str, *, unit: str = "", **allowed: Any) -> Any:
     its allowed range (pydantic's gt=, ge=) and one line of help. A key that names a device or a
     network is resolved from its default too."""
     named = allowed.pop("named", False)
-    return Field(default, description=help, json_schema_extra={"unit": unit}, validate_default=named or None,
+    extra: dict[str, Any] = {"unit": unit}
+    if "plausible" in allowed:      # (low, high, what): outside it a course is warned, not refused (`plausible`)
+        extra["plausible"] = allowed.pop("plausible")
+    return Field(default, description=help, json_schema_extra=extra, validate_default=named or None,
                  **allowed)
 
 

@@ -118,16 +118,31 @@ class Comm4dSection(Section):
     """[comm4d]: question 3, the communication of X-way FSDP times Y-way TP on a mesh of chips."""
 
     device: IciDevice = setting("TPU v5p", "chip of the 4D mesh: its C and W_ici", named=True)
-    x: Whole = setting(16, "FSDP (data) degree X", unit="devices", gt=0)
-    y: Whole = setting(4, "tensor-parallel degree Y", unit="devices", gt=0)
-    m_x: Whole = setting(2, "mesh axes M_X the X collectives use", unit="axes", gt=0)
-    m_y: Whole = setting(1, "mesh axes M_Y the Y collectives use", unit="axes", gt=0)
+    x: Whole = setting(16, "FSDP (data) degree X (1: no FSDP, whose collectives cost nothing; `build` names "
+                       "it degenerate)", unit="devices", gt=0)
+    y: Whole = setting(4, "tensor-parallel degree Y (1: no tensor parallelism, named likewise)", unit="devices",
+                       gt=0)
+    m_x: Whole = setting(2, "mesh axes M_X the X collectives use; M_X + M_Y at most the axes of the chip's torus "
+                         "(ici_links / 2: 3 on a TPU v5p, 2 on a v5e)", unit="axes", gt=0)
+    m_y: Whole = setting(1, "mesh axes M_Y the Y collectives use (M_X + M_Y as above)", unit="axes", gt=0)
     overlap: Flag = setting(True, "comms overlap compute, so the binding term is max(FSDP, TP); false sums them")
 
     @property
     def n(self) -> int:
         """Devices of the mesh, N = X * Y."""
         return self.x * self.y
+
+    def checked(self) -> Comm4dSection:
+        """Itself, if its chip's torus holds the mesh: the X and Y collectives run over M_X + M_Y distinct
+        axes of the chip's ICI torus (`Hardware.torus_axes`: 3 on a v5p, 2 on a v5e), so M_X + M_Y may not
+        exceed them (docs/spec.md, question 3). One line names the keys otherwise."""
+        chip = self.device
+        if self.m_x + self.m_y > chip.torus_axes:
+            raise ShardlabError(
+                f"config [comm4d].m_x + m_y = {self.m_x} + {self.m_y} mesh axes exceed the {chip.torus_axes} axes "
+                f"of {chip.name}'s torus (ici_links = {chip.ici_links}, two per axis): lower m_x or m_y"
+                + (", or give the chip its ici_links" if not chip.ici_links else ""))
+        return self
 
 
 class BucketsSection(Section):
@@ -216,8 +231,10 @@ class GradescopeSection(Section):
 class HardwareTable(Section):
     """[hardware.NAME]: a device of the course's own, usable wherever a preset's name is."""
 
-    capacity_bytes: Whole = setting(..., "HBM capacity (80e9 for 80 GB)", unit="bytes", gt=0)
-    flops_per_second: Number = setting(..., "dense BF16 peak C", unit="FLOP/s", gt=0)
+    capacity_bytes: Whole = setting(..., "HBM capacity (80e9 for 80 GB)", unit="bytes", gt=0,
+                                    plausible=(1e9, 1e12, "between 1 GB and 1 TB, as accelerators hold"))
+    flops_per_second: Number = setting(..., "dense BF16 peak C", unit="FLOP/s", gt=0,
+                                       plausible=(1e12, 1e16, "between 1 TFLOP/s and 10 PFLOP/s, as chips reach"))
     hbm_bytes_per_second: Number = setting(0.0, "HBM bandwidth (0: unknown; no question reads it yet)",
                                            unit="bytes/s", ge=0)
     ici_bytes_per_second: Number = setting(0.0, "bidirectional bandwidth of one inter-chip link W_ici (0: no "
@@ -232,8 +249,10 @@ class HardwareTable(Section):
 class NetworkTable(Section):
     """[network.NAME]: a network of the course's own, for [fsdp]'s intra_network and inter_network."""
 
-    alpha_seconds: Number = setting(..., "latency alpha of one hop", unit="seconds", gt=0)
-    beta_bytes_per_second: Number = setting(..., "bandwidth beta per device", unit="bytes/s", gt=0)
+    alpha_seconds: Number = setting(..., "latency alpha of one hop", unit="seconds", gt=0,
+                                    plausible=(1e-7, 1e-2, "between 0.1 µs and 10 ms, as networks have"))
+    beta_bytes_per_second: Number = setting(..., "bandwidth beta per device", unit="bytes/s", gt=0,
+                                            plausible=(1e8, 1e13, "between 100 MB/s and 10 TB/s, as links carry"))
     devices: Whole = setting(0, "devices it usually joins: the FSDP question's default p (absent: 0, "
                             "none: then [fsdp] sets its *_devices)", unit="devices", gt=0)
 

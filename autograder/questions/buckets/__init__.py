@@ -33,6 +33,7 @@ def _layout_args(cfg, rng):
     yield dict(param_bytes=[], bucket_bytes=1024), True, "edge case: no trainable parameters"
     yield dict(param_bytes=[100, 5000, 100], bucket_bytes=1000), False, "edge case: a parameter larger than the cap"
     yield dict(param_bytes=[500, 500, 500, 500], bucket_bytes=1000), False, "edge case: buckets filled exactly"
+    yield dict(param_bytes=[8, 8, 8, 8], bucket_bytes=16), True, "edge case: buckets filled exactly"
     yield dict(param_bytes=[64] * 5, bucket_bytes=1), False, "edge case: every parameter alone"
     yield dict(param_bytes=[64] * 5, bucket_bytes=25 * MiB), False, "edge case: one bucket"
     for _ in range(12):
@@ -220,7 +221,7 @@ PARTS = (
               "2 and 3 gloo ranks from different initial weights, SGD and AdamW, 3 steps: at every step, "
               "each trainable parameter's .grad right after finish_gradient_synchronization() equals the "
               "one-process gradient of the mean loss over the whole batch, and the final weights equal "
-              "single-process full-batch training (FP32, tolerance 1e-5 + 1e-4·|x|)",
+              "single-process full-batch training (weights and gradients: FP32, tolerance 1e-5 + 1e-4·|w|)",
               misconceptions=(Misconception("sum", SUM_MSG,
                                             lambda case: _one_process(case, case.calls[0].args["world_size"])),
                               Misconception("accumulated twice", TWICE_MSG, lambda case: _one_process(case, 2))),

@@ -13,15 +13,23 @@ from shardlab.reference.specs import HARDWARE
 
 M = "comm4d"
 _ICI = [h for h in HARDWARE.values() if h.ici_bytes_per_second > 0]
+# the chip of the cases that spread one axis over 2 mesh axes: a 3D torus holds them and the other axis (a
+# course's own chip may have only 2 axes)
+_V5P = HARDWARE["TPU v5p"]
 
 
 # ---- case generators: (args, public, note) ---------------------------------
 
-def _mesh(rng):
-    """A random mesh: power-of-two X and Y, 1-3 mesh axes each, an ICI chip."""
-    hw = rng.choice(_ICI)
-    return dict(x=2 ** rng.randint(0, 7), y=2 ** rng.randint(0, 6), m_x=rng.randint(1, 3),
-                m_y=rng.randint(1, 3)), hw.flops_per_second, hw.ici_bytes_per_second
+def _mesh(rng, spread: str = ""):
+    """A random mesh the chip can hold: power-of-two X and Y (an axis of one chip included: it costs
+    nothing, docs/spec.md, question 3) on an ICI chip, over M_X + M_Y mesh axes no more than its torus has.
+    spread "x" (or "y"): that axis, of 4 chips or more, over 2 of a v5p's 3 axes and the other over 1, so
+    that the random cases always hold a collective over more than one mesh axis (a 2D torus has no room)."""
+    hw = _V5P if spread else rng.choice(_ICI)
+    m_x = {"x": 2, "y": 1}.get(spread) or rng.randint(1, hw.torus_axes - 1)
+    m_y = {"x": 1, "y": 2}.get(spread) or rng.randint(1, hw.torus_axes - m_x)
+    x, y = 2 ** rng.randint(2 if spread == "x" else 0, 7), 2 ** rng.randint(2 if spread == "y" else 0, 6)
+    return dict(x=x, y=y, m_x=m_x, m_y=m_y), hw.flops_per_second, hw.ici_bytes_per_second
 
 
 def _course(cfg):
@@ -62,11 +70,11 @@ def _fsdp_args(cfg, rng):
     yield dict(d_model=m.d_model, d_ff=m.d_ff, y=mesh.y, w_ici=w, m_x=mesh.m_x), False, "the course mesh"
     yield dict(d_model=EXAMPLE["d_model"], d_ff=EXAMPLE["d_ff"], y=EXAMPLE["y"], w_ici=w, m_x=1), True, ""
     # public, so that the kit catches a time without the M factor before the grader does
-    yield (dict(d_model=EXAMPLE["d_model"], d_ff=EXAMPLE["d_ff"], y=EXAMPLE["y"], w_ici=w, m_x=2), True,
-           "X collectives over 2 mesh axes")
+    yield (dict(d_model=EXAMPLE["d_model"], d_ff=EXAMPLE["d_ff"], y=EXAMPLE["y"], w_ici=_V5P.ici_bytes_per_second,
+                m_x=2), True, "X collectives over 2 mesh axes")
     yield dict(d_model=m.d_model, d_ff=m.d_ff, y=1, w_ici=w, m_x=1), False, "edge case: Y = 1, one mesh axis"
-    for d, f, _ in model_shapes(rng, 5):
-        mesh_args, _, w = _mesh(rng)
+    for i, (d, f, _) in enumerate(model_shapes(rng, 5)):
+        mesh_args, _, w = _mesh(rng, "x" if i == 0 else "")
         yield dict(d_model=d, d_ff=f, y=mesh_args["y"], w_ici=w, m_x=mesh_args["m_x"]), False, ""
 
 
@@ -74,10 +82,10 @@ def _tp_args(cfg, rng):
     m, mesh, _, w = _course(cfg)
     yield dict(tokens=16 * 4096, d_model=m.d_model, x=mesh.x, w_ici=w, m_y=mesh.m_y), False, "the course mesh"
     yield dict(tokens=16 * 4096, d_model=EXAMPLE["d_model"], x=EXAMPLE["x"], w_ici=w, m_y=1), True, ""
-    yield (dict(tokens=16 * 4096, d_model=EXAMPLE["d_model"], x=EXAMPLE["x"], w_ici=w, m_y=2), True,
-           "Y collectives over 2 mesh axes")
-    for d, _, _ in model_shapes(rng, 5):
-        mesh_args, _, w = _mesh(rng)
+    yield (dict(tokens=16 * 4096, d_model=EXAMPLE["d_model"], x=EXAMPLE["x"], w_ici=_V5P.ici_bytes_per_second,
+                m_y=2), True, "Y collectives over 2 mesh axes")
+    for i, (d, _, _) in enumerate(model_shapes(rng, 5)):
+        mesh_args, _, w = _mesh(rng, "y" if i == 0 else "")
         yield (dict(tokens=rng.randint(1, 2**22), d_model=d, x=mesh_args["x"], w_ici=w,
                     m_y=mesh_args["m_y"]), False, "")
 
@@ -93,24 +101,47 @@ def _min_batch_args(cfg, rng):
     yield example, True, ""
     yield {**example, "overlap": False}, True, ""
     # a second example that is compute bound in both conventions (F·W·M_Y = 1.5e15 > Y·C = 3.9e14), on
-    # another chip: without it every public answer is None and B/N or B/X would pass the kit
-    bound = dict(d_model=4096, d_ff=16384, x=8, y=2, flops_per_second=1.97e14, w_ici=9e10, m_x=2, m_y=1)
+    # another chip (a v5e: a 2D torus, so M_X + M_Y = 2): without it every public answer is None and B/N
+    # or B/X would pass the kit
+    bound = dict(d_model=4096, d_ff=16384, x=8, y=2, flops_per_second=1.97e14, w_ici=9e10, m_x=1, m_y=1)
     yield bound, True, ""
     yield {**bound, "overlap": False}, True, ""
+    yield from _one_chip_axes(course)
     # Y large enough that Y·C > F·W·M_Y: TP comms grow with B as fast as the math
     y_never = 2 * int(m.d_ff * w * mesh.m_y / c) + 2
     # the course mesh but Y: hidden (the public example above never hides its TP comms either)
     # (its label names no Y: a fixture's expect.toml can then declare the group on every course)
     yield {**course, "y": y_never}, False, "edge case: a Y so large the TP comms never hide"
-    yield {**course, "m_y": 2, "overlap": False}, False, "Y collectives over 2 mesh axes"
+    if mesh.device.torus_axes >= 3:     # M_X = 1 and M_Y = 2 fit a 3D torus only
+        yield {**course, "m_x": 1, "m_y": 2, "overlap": False}, False, "Y collectives over 2 mesh axes"
     # F·W·M_Y = Y·C exactly (1024 · 1e11 = 4 · 2.56e13): overlapped just hides, summed never
     tie = dict(d_model=128, d_ff=1024, x=8, y=4, flops_per_second=2.56e13, w_ici=1e11, m_x=1, m_y=1)
     yield tie, False, "edge case: math and TP comms grow equally"
     yield {**tie, "overlap": False}, False, "edge case: math and TP comms grow equally, summed"
+    # the same boundary shown ("at least as long"), with M_Y = 2: F·W·M_Y = 2048 · 1e11 · 2 = 8 · 5.12e13 = Y·C
+    shown = dict(d_model=256, d_ff=2048, x=4, y=8, flops_per_second=5.12e13, w_ici=1e11, m_x=2, m_y=2)
+    yield shown, True, "edge case: math and TP comms grow equally"
+    yield {**shown, "overlap": False}, True, "edge case: math and TP comms grow equally, summed"
     for i, (d, f, _) in enumerate(model_shapes(rng, 8)):
-        mesh_args, c, w = _mesh(rng)
+        mesh_args, c, w = _mesh(rng, {0: "x", 1: "y"}.get(i, ""))
         yield (dict(d_model=d, d_ff=f, **{k: mesh_args[k] for k in ("x", "y")}, flops_per_second=c,
                     w_ici=w, m_x=mesh_args["m_x"], m_y=mesh_args["m_y"], overlap=i % 2 == 0), False, "")
+
+
+def _one_chip_axes(course):
+    """Meshes with an axis of one chip, whose collectives cost nothing (docs/spec.md, question 3): public on
+    a v5p's numbers (X = 1: F·W·M_Y = 32,768 · 1.8e11 = 5.9e15 >= Y·C = 8 · 4.6e14 = 3.68e15, so the TP comms
+    hide and every batch is compute bound, B = 0; Y = 1, summed: B = X·C / (W·M_X), as overlapped), hidden on
+    the course's mesh. Summed where the convention matters: with one term at 0 the two agree."""
+    v5p = dict(d_model=EXAMPLE["d_model"], d_ff=EXAMPLE["d_ff"], flops_per_second=_V5P.flops_per_second,
+               w_ici=_V5P.ici_bytes_per_second)
+    order = ("d_model", "d_ff", "x", "y", "flops_per_second", "w_ici", "m_x", "m_y", "overlap")
+    for args, public, note in (
+            ({**v5p, "x": 1, "y": 8, "m_x": 1, "m_y": 2, "overlap": False}, True, "an FSDP axis of one chip"),
+            ({**v5p, "x": 64, "y": 1, "m_x": 2, "m_y": 1, "overlap": False}, True, "a TP axis of one chip"),
+            ({**course, "x": 1, "overlap": False}, False, "edge case: an FSDP axis of one chip"),
+            ({**course, "y": 1, "overlap": False}, False, "edge case: a TP axis of one chip")):
+        yield {k: args[k] for k in order}, public, note
 
 
 def _volume_args(cfg, rng):
@@ -133,15 +164,48 @@ NO_M_MSG = ("matches leaving out the M factor: a collective over an axis spannin
             "uses M sets of bidirectional links, V / (W_ici · M) seconds")
 
 
+# The TPU Scaling Book's published criteria for mixed FSDP and TP, each the book's result at its optimal FSDP
+# degree X_opt, where the FSDP and TP comms are equal: named as the book's, under the book's assumption, never
+# as a mistake of the student's; only the given mesh is not at X_opt (docs/spec.md, question 3)
+_AT_X_OPT = ("; the book derives it at its optimal FSDP degree X = X_opt, where the FSDP and TP comms are equal, "
+             "and it holds only there: this task's X and Y are given, so solve math against comms for them, "
+             "overlapped or summed as `overlap` says")
 SHORTCUT_MSG = ("matches the TPU Scaling Book's takeaway B/N > α²/(M_X·M_Y·F) (α = C/W_ici), times N: the "
-                "book derives it at its optimal FSDP degree X = X_opt, the X that balances the FSDP and TP "
-                "comms, and it holds only there; this mesh's X and Y are given, so solve math against comms "
-                "for them")
+                "criterion of the book's later edition, which lets the FSDP and TP comms each overlap the math"
+                + _AT_X_OPT)
+FEB_2025_MSG = ("matches the Feb-2025 edition of the TPU Scaling Book, B/N > 4α²/(M_X·M_Y·F) (α = C/W_ici), "
+                "times N: that edition's criterion sums the FSDP and TP comms (the later edition overlaps them "
+                "and has α² in its place); its applied-training chapter's 2·2550²/F is this criterion with "
+                "M_X·M_Y = 2" + _AT_X_OPT)
+APPLIED_MSG = ("matches the TPU Scaling Book's applied-training chapter, B/N > 2·α²/F (its 2·2550²/F = 453 for "
+               "LLaMA-3 70B on TPU v5p; α = C/W_ici), times N: the Feb-2025 edition's 4α²/(M_X·M_Y·F) with "
+               "that chapter's M_X·M_Y = 2, whatever this mesh's" + _AT_X_OPT)
+ONE_CHIP_MSG = ("matches charging a collective over an axis of one chip: with X = 1 (or Y = 1) that axis "
+                "moves nothing, so its communication costs nothing, as an all-gather over p = 1 device does "
+                "in question 2")
 
 
 def _shortcut(d, f, x, y, c, w, mx, my, overlap=True):
     # the book's per-chip takeaway for any mesh, whatever its X (and either convention), times N = X·Y
     return x * y * ref.scaling_book_takeaway_per_chip(f, c, w, mx, my)
+
+
+def _feb_2025(d, f, x, y, c, w, mx, my, overlap=True):
+    return 4 * _shortcut(d, f, x, y, c, w, mx, my)
+
+
+def _applied(d, f, x, y, c, w, mx, my, overlap=True):
+    return 2 * x * y * (c / w) ** 2 / f
+
+
+def _charged(d, f, x, y, c, w, mx, my, overlap=True):
+    """Every collective charged V / (W·M), an axis of one chip included: the formula for X, Y >= 2."""
+    if x > 1 and y > 1:
+        return ref.min_batch_compute_bound(d, f, x, y, c, w, mx, my, overlap)
+    room = f * w * my - y * c
+    if overlap:
+        return x * c / (w * mx) if room >= 0 else None
+    return x * c * f * my / (mx * room) if room > 0 else None
 
 
 def _scaled(value, divisor):
@@ -197,6 +261,9 @@ PARTS = (
                        lambda d, f, x, y, c, w, mx, my, *rest:
                            ref.min_batch_compute_bound(d, f, x, y, c, w, 1, 1, *rest)),
                       ("Scaling Book shortcut", SHORTCUT_MSG, _shortcut),
+                      ("Scaling Book shortcut, Feb-2025 edition", FEB_2025_MSG, _feb_2025),
+                      ("Scaling Book shortcut, applied chapter", APPLIED_MSG, _applied),
+                      ("one-chip axis charged", ONE_CHIP_MSG, _charged),
                   ), description="smallest global batch (tokens) at which one block is compute bound"),
     function_part("3.6", M, "block_collective_bytes", ref.block_collective_bytes, 2, _volume_args,
                   Compare("int_dict"),
@@ -255,11 +322,29 @@ def _degenerate(cfg) -> str | None:
                 f"fast as the math and are never hidden, F·W_ici·M_Y = {sci(f * w * mesh.m_y)} "
                 f"{'<' if mesh.overlap else '≤'} Y·C = {sci(y * c)}, so (c) has no batch to count the "
                 "collectives at and (d) no batch to lower")
+    alone = _one_chip_axis_sentence(mesh)
+    if alone:
+        return alone
     if f % y:
         return (f"3 (c): F = {n(f)} does not split evenly over Y = {y} tensor-parallel chips, so the weight "
                 "shards W_in[D_X, F_Y] and W_out[F_Y, D_X] are not whole and the collectives have no "
                 "volume per chip")
     return None
+
+
+def _one_chip_axis_sentence(mesh) -> str | None:
+    """A mesh axis of one chip (X = 1 or Y = 1): its collectives move nothing and cost nothing, as p = 1 in
+    question 2 (docs/spec.md, question 3); a course may set one, and build names it."""
+    if mesh.x > 1 and mesh.y > 1:
+        return None
+    axes = " and ".join(name for name, size in (("X = 1 (no FSDP)", mesh.x), ("Y = 1 (no tensor parallelism)",
+                                                                             mesh.y)) if size == 1)
+    what = ("so every batch is compute bound (B = 0): (b) has no threshold, (c) no batch to count the "
+            "collectives at and (d) none to lower" if mesh.x == 1 else
+            "so both conventions give the same batch, and the Scaling Book's X_opt and takeaway, which mix FSDP "
+            "with TP, do not apply")
+    return (f"3: an axis of one chip, {axes}: its collectives move nothing and cost nothing, as an all-gather "
+            f"over p = 1 device in question 2, {what}")
 
 
 QUESTION = Question(number=3, module=M, title="4D communication accounting", template="comm4d.md.j2",

@@ -72,6 +72,9 @@ def _forward_args(cfg, rng):
         yield dict(tokens=rng.randint(1, 2**20), unit_params=a["unit"], flops_per_second=a["flops"]), False, ""
 
 
+EQUAL_TIMES = "edge case: equal times are communication bound"
+
+
 def _bound_args(cfg, rng):
     f, unit, c = _course(cfg)
     for net, p in ((f.intra_network, f.intra_devices), (f.inter_network, f.inter_devices)):
@@ -80,6 +83,11 @@ def _bound_args(cfg, rng):
     for alpha, beta, p in EXAMPLE_NETWORKS:      # hidden behind the forward, then communication bound
         yield (dict(tokens=EXAMPLE_TOKENS, unit_params=EXAMPLE_UNIT, p=p, alpha=alpha, beta=beta,
                     flops_per_second=EXAMPLE_FLOPS, bytes_per_param=2), True, "")
+    # "equal times count as bound": ties exact in binary (powers of two throughout, log2(p) whole)
+    yield (dict(tokens=512, unit_params=4096, p=2, alpha=2.0**-9, beta=2.0**22, flops_per_second=2.0**30,
+                bytes_per_param=2), True, EQUAL_TIMES)
+    yield (dict(tokens=2048, unit_params=2**16, p=4, alpha=2.0**-14, beta=2.0**31, flops_per_second=2.0**40,
+                bytes_per_param=4), False, EQUAL_TIMES)
     for a in _network_args(cfg, rng, 8):
         yield (dict(tokens=rng.randint(1, 2**16), unit_params=a["unit"], p=rng.choice([2, 8, 64, 512]),
                     alpha=a["alpha"], beta=a["beta"], flops_per_second=a["flops"],
@@ -313,8 +321,8 @@ RUN_PARTS = (
     _run_part("2.7", "FSDP trains like one process", 4, FSDP_TRAINS_LIKE_ONE_PROCESS, _single_process,
               "2 and 3 gloo ranks, SGD and AdamW, 3 steps: at every step each shard's .grad right after "
               "finish_gradient_synchronization() is its slice of the one-process gradient of the mean loss, "
-              "and full_state_dict() equals single-process full-batch training (FP32, tolerance "
-              "1e-5 + 1e-4·|x|)",
+              "and full_state_dict() equals single-process full-batch training (weights and gradients: FP32, "
+              "tolerance 1e-5 + 1e-4·|w|)",
               misconceptions=(Misconception("sum", "matches summing the gradients instead of averaging: "
                                             "divide the reduce-scattered gradient by the world size",
                                             lambda case: _single_process(case, _args(case)["world_size"])),),

@@ -52,6 +52,11 @@ def _course_totals(cfg):
     return state, act
 
 
+FLOAT_DIVISION_MSG = ("matches a float division rounded up: past 2^53 a float cannot tell one byte more, so "
+                      "count the devices in integers")
+EXACT_PAST_2_53 = "edge case: one byte past a whole number of devices, beyond 2^53"
+
+
 def _devices_args(cfg, rng):
     state, act = _course_totals(cfg)
     gpu = cfg.memory.gpu.capacity_bytes
@@ -61,9 +66,14 @@ def _devices_args(cfg, rng):
     yield dict(total_bytes=160 * 10**9, device_bytes=80 * 10**9), False, "edge case: exactly two devices"
     yield dict(total_bytes=1, device_bytes=80 * 10**9), False, "edge case: one byte"
     yield dict(total_bytes=0, device_bytes=80 * 10**9), False, "edge case: nothing to store"
+    yield dict(total_bytes=0, device_bytes=24 * 10**9), True, "edge case: nothing to store"
     for _ in range(5):
         yield (dict(total_bytes=rng.randint(10**9, 10**14),
                     device_bytes=rng.choice(list(HARDWARE.values())).capacity_bytes), False, "")
+    # "computed exactly": a float quotient rounds past 2^53, so one byte over whole devices is lost. Last: here
+    # GiB for GB, floor for ceil and a float division all give the same value, which feedback cannot name
+    yield dict(total_bytes=10**18 + 1, device_bytes=10**18), True, EXACT_PAST_2_53
+    yield dict(total_bytes=2**60 + 1, device_bytes=2**59), False, EXACT_PAST_2_53
 
 
 def _fsdp_bytes_args(cfg, rng):
@@ -91,6 +101,14 @@ def _min_fsdp_args(cfg, rng):
            "edge case: barely fits")
     # exact tie: (100 + 20)/n + 20 < 80 needs n > 2, so n = 3 (n = 2 gives exactly 80)
     yield dict(state_bytes=100, activation_bytes=40, device_bytes=80), False, "edge case: equality is not enough"
+    # "strictly less", shown: (76 + 4)/4 + 4 = 24 GB exactly at n = 4, so n = 5
+    yield (dict(state_bytes=76 * 10**9, activation_bytes=8 * 10**9, device_bytes=24 * 10**9), True,
+           "edge case: equality is not enough")
+    # act/2 = the device's capacity: nothing is left for the sharded state at any degree
+    yield (dict(state_bytes=10**9, activation_bytes=48 * 10**9, device_bytes=24 * 10**9), True,
+           "edge case: half the activations fill the device")
+    yield (dict(state_bytes=state, activation_bytes=2 * cap, device_bytes=cap), False,
+           "edge case: half the activations fill the device")
     yield dict(state_bytes=10, activation_bytes=0, device_bytes=80), False, "edge case: fits on one device"
     for _ in range(5):
         s, c = rng.randint(10**10, 10**13), rng.choice([16, 80, 95]) * 10**9
@@ -102,7 +120,7 @@ def _zero_args(cfg, rng):
     p = ref.param_count(m.d_model, m.d_ff, m.num_blocks)
     for stage in range(4):
         yield dict(num_params=p, stage=stage, n_dp=64), False, f"the course model, stage {stage}"
-    for stage in (1, 2):
+    for stage in range(4):          # every stage's rule shown, "stage 0 shards nothing" included
         yield dict(num_params=10**9, stage=stage, n_dp=8), True, ""
     for _ in range(6):
         yield (dict(num_params=rng.randint(1, 10**11), stage=rng.randint(0, 3), n_dp=rng.randint(1, 1024)),
@@ -163,7 +181,9 @@ PARTS = (
                   ), description="BF16 activations saved for backward"),
     function_part("1.4", M, "devices_needed", ref.devices_needed, 1, _devices_args, EXACT_INT,
                   misconceptions=(("GiB for GB", GIB_MSG, _gib_devices),
-                                  ("floor for ceil", FLOOR_MSG, lambda total, device: int(total // device))),
+                                  ("floor for ceil", FLOOR_MSG, lambda total, device: int(total // device)),
+                                  ("float division", FLOAT_DIVISION_MSG,
+                                   lambda total, device: math.ceil(total / device))),
                   description="devices needed to hold a number of bytes"),
     function_part("1.5", M, "fsdp_bytes_per_device", ref.fsdp_bytes_per_device, 2, _fsdp_bytes_args, REAL,
                   misconceptions=(("all activations sharded", ALL_SHARDED_MSG,

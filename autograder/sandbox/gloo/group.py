@@ -305,7 +305,7 @@ class WorkerGroup:
         got.update(more)
         failed = {r: v for r, v in got.items() if v[0] != "ok"}
         where, last = read_status(self.status, self.world_size)
-        state, text = failure(self.world_size, failed, where, last)
+        state, text = failure(self.world_size, failed, where, last, {r for r in got if r not in failed})
         return Outcome(error=text), state
 
     def kill(self) -> None:
