@@ -118,8 +118,9 @@ def _min_batch_args(cfg, rng):
     tie = dict(d_model=128, d_ff=1024, x=8, y=4, flops_per_second=2.56e13, w_ici=1e11, m_x=1, m_y=1)
     yield tie, False, "edge case: math and TP comms grow equally"
     yield {**tie, "overlap": False}, False, "edge case: math and TP comms grow equally, summed"
-    # the same boundary shown ("at least as long"), with M_Y = 2: F·W·M_Y = 2048 · 1e11 · 2 = 8 · 5.12e13 = Y·C
-    shown = dict(d_model=256, d_ff=2048, x=4, y=8, flops_per_second=5.12e13, w_ici=1e11, m_x=2, m_y=2)
+    # the same boundary shown ("at least as long"), with M_Y = 2 on a v5p (a 3D torus holds M_X + M_Y = 3):
+    # F·W·M_Y = 11500 · 1.8e11 · 2 = 9 · 4.6e14 = Y·C, equal in floating point too
+    shown = dict(d_model=256, d_ff=11500, x=3, y=9, flops_per_second=4.6e14, w_ici=1.8e11, m_x=1, m_y=2)
     yield shown, True, "edge case: math and TP comms grow equally"
     yield {**shown, "overlap": False}, True, "edge case: math and TP comms grow equally, summed"
     for i, (d, f, _) in enumerate(model_shapes(rng, 8)):
