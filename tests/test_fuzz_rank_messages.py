@@ -45,7 +45,7 @@ RUNS = {                    # one rank: every scenario's trusted half, as a grad
 }
 FIELDS = ("op", "id", "async", "dtype", "shape", "reduce", "src", "out_shape", "peer", "tag", "recv", "wait",
           "mark", "name", "param", "at", "i", "k", "result", "error", "state", "stored", "layout", "saved",
-          "student", "value")
+          "student", "value", "grads", "numel", "grad")
 NAMES = (*COLLECTIVES, "isend", "irecv", "all_to_all", *map(str, DTYPES), *REDUCE_OPS, "phase", "grad", "unit",
          "step", "start", "end", "construction", "0", "0 forward", "1 backward", "step 1", "optimizer 2", "state",
          "layout", "probe", "")
@@ -110,9 +110,15 @@ numbers = st.floats() | st.integers(-10, 10) | st.booleans()
 tensor_values = st.recursive(numbers, lambda inner: st.lists(inner, max_size=3), max_leaves=8)
 state = st.dictionaries(st.sampled_from(["fc1.weight", "fc1.bias", "head.weight", "0.w_in.weight", "x"]),
                         tensor_values, max_size=4)
+# the synchronized gradients each step reports (4.5's and 2.7's step-by-step check): a step's .grad by name
+# (None: no gradient), and each FSDP unit's shard with its gradient
+ddp_grads = st.lists(st.dictionaries(st.sampled_from(["fc1.weight", "head.weight", "x"]),
+                                     st.none() | tensor_values, max_size=3), max_size=RUNS["ddp_train"]["steps"])
+fsdp_grads = st.lists(st.lists(st.fixed_dictionaries({"numel": st.integers(0, 64), "grad": st.none() | tensor_values}),
+                               max_size=3), max_size=RUNS["fsdp_train"]["steps"])
 RESULTS = {               # results of the shape each scenario declares (`Scenario.result_schema`)
-    "fsdp_train": st.fixed_dictionaries({"state": state, "stored": st.integers(0, 2**40)}),
-    "ddp_train": st.fixed_dictionaries({"state": state, "layout": st.none() | st.lists(
+    "fsdp_train": st.fixed_dictionaries({"state": state, "stored": st.integers(0, 2**40), "grads": fsdp_grads}),
+    "ddp_train": st.fixed_dictionaries({"state": state, "grads": ddp_grads, "layout": st.none() | st.lists(
         st.lists(st.integers(-2, 8), max_size=4), max_size=4)}),
     "pipeline_train": st.fixed_dictionaries({"state": state, "saved": st.lists(
         st.none() | st.integers(0, 9), max_size=3)}),
