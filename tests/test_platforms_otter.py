@@ -129,7 +129,8 @@ def test_run_autograder_starts_the_grading_before_otter_and_neither_step_imports
     lines = text.splitlines()
     step = "python -m shardlab.autograder.platforms.otter"
     grade = next(k for k, line in enumerate(lines) if line.startswith(f"{step} grade"))
-    assert lines[grade].endswith(" &") and " $$ " in lines[grade]      # in the background, told run_autograder's pid
+    assert lines[grade].endswith(" &")                                   # in the background, its pid kept
+    assert lines[grade + 1].startswith("echo $! > ")                      # for the finalize step to wait on
     assert lines.index("mamba activate otter-env") < grade < lines.index(OTTER_RUN_LINE)
     assert lines[-1].startswith(f"{step} finalize")
     assert OTTER_CONFIG["plugins"] == ["shardlab.autograder.platforms.otter_plugin.QuarantinePlugin"]
