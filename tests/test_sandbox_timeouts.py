@@ -5,9 +5,9 @@ handout promises it (templates/conventions.md.j2: "one missed edge case costs
 only its share"); before, a hang failed every later call of the function.
 
 The scores are worked out by hand from autograder/questions/memory/__init__.py
-and docs/spec.md: 1.6 `min_fsdp_degree` is worth 2 points over 6 groups (the
-course model, the public "other inputs" with the random ones, and four edge
-cases), 1/3 each.
+and docs/spec.md: 1.6 `min_fsdp_degree` is worth 2 points over 7 groups (the
+course model, the public "other inputs" with the random ones, and five edge
+cases), 2/7 each; the linear search returns None at act = 2 x capacity, right.
 """
 from __future__ import annotations
 
@@ -44,11 +44,13 @@ def test_a_slow_edge_case_costs_its_group_only(cfg, submission):
     memory = next(q for q in grade_folder(root, cfg, FAST, modules={"memory"}).questions if q.id == "1")
     assert time.monotonic() - start < 60            # one hang: one call's deadline, not a minute
     part = next(p for p in memory.parts if p.id == "1.6")
+    share = 2 / 7
     assert [(g.name, g.score) for g in part.groups] == [
-        (f"the course model on {cfg.memory.fsdp_device.name}", 1 / 3), ("other inputs", 1 / 3),
-        ("edge case: no FSDP degree fits", 1 / 3), ("edge case: barely fits", 0.0),
-        ("edge case: equality is not enough", 1 / 3), ("edge case: fits on one device", 1 / 3)]
-    assert part.score == pytest.approx(2 * 5 / 6) and part.max_score == 2
+        (f"the course model on {cfg.memory.fsdp_device.name}", share), ("other inputs", share),
+        ("edge case: no FSDP degree fits", share), ("edge case: barely fits", 0.0),
+        ("edge case: equality is not enough", share), ("edge case: half the activations fill the device", share),
+        ("edge case: fits on one device", share)]
+    assert part.score == pytest.approx(2 * 6 / 7) and part.max_score == 2
     assert "a hidden case of min_fsdp_degree (edge case: barely fits): did not finish in time" in part.feedback
     # every other part of the module graded as the solutions are: full marks
     assert [(p.id, p.score) for p in memory.parts if p.id != "1.6" and p.kind == "auto"] == \
