@@ -518,6 +518,24 @@ def _own_cgroup(controller: str) -> str:
 KILL_WAIT_SECONDS = 20.0
 
 
+def kill_until_gone(members, seconds: float) -> list[int]:
+    """SIGKILL every pid `members()` lists, again (pausing 2 ms, doubling to 50 ms) until it lists none
+    or `seconds` have passed; returns the survivors then (none, unless the machine cannot kill them in
+    that time). A cgroup's members and a session's both leave their list only as they exit."""
+    deadline, pause = time.monotonic() + seconds, 0.002
+    while (alive := members()):
+        if time.monotonic() > deadline:
+            return alive
+        for pid in alive:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(pause)
+        pause = min(0.05, pause * 2)
+    return []
+
+
 @dataclass
 class Cgroup:
     """One sandbox's cgroups: v2 (where `cgroup.kill` lives) and the v1
@@ -588,15 +606,7 @@ class Cgroup:
         returns once none is (a process leaves cgroup.procs as it exits), or
         after KILL_WAIT_SECONDS with survivors, which `remove` then names."""
         self._set("unified", "cgroup.kill", "1")
-        deadline, pause = time.monotonic() + KILL_WAIT_SECONDS, 0.002
-        while (left := self.pids()) and time.monotonic() < deadline:
-            for pid in left:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            time.sleep(pause)
-            pause = min(0.05, pause * 2)
+        kill_until_gone(self.pids, KILL_WAIT_SECONDS)
 
     def remove(self) -> None:
         """Remove the cgroup's folders, the cgroups nested in them first (a grader that ran

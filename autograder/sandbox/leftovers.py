@@ -21,12 +21,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import tempfile
-import time
 from pathlib import Path
 
-from shardlab.autograder.sandbox.jail import KILL_WAIT_SECONDS, Cgroup
+from shardlab.autograder.sandbox.jail import KILL_WAIT_SECONDS, Cgroup, kill_until_gone
 
 _NAMED = re.compile(r"shardlab-(\d+)-")
 
@@ -76,19 +74,7 @@ def kill_session(session: int, seconds: float = KILL_WAIT_SECONDS) -> list[int]:
     server's), again until none is alive or `seconds` have passed. Returns the survivors (none, unless the
     machine cannot kill them in that time: the caller says so). A process that left the session is the
     cgroup's to kill, or the PID namespace's (docs/trust.md, "Nothing left behind")."""
-    deadline = time.monotonic() + seconds
-    pause = 0.002
-    while (alive := session_members(session)):
-        if time.monotonic() > deadline:
-            return alive
-        for pid in alive:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        time.sleep(pause)
-        pause = min(0.05, pause * 2)
-    return []
+    return kill_until_gone(lambda: session_members(session), seconds)
 
 
 def sweep(grader_pid: int) -> list[str]:
