@@ -60,14 +60,22 @@ def torch_release() -> str:
         return "none"
 
 
+@lru_cache(maxsize=None)
 def _source_digest(modules: tuple[str, ...]) -> str:
-    """A digest of these modules' source files, found without importing them."""
+    """A digest of these modules' source files, found without importing them; a package counts
+    with every .py file under it, at any depth (its subpackages and their modules), by path."""
     from importlib.util import find_spec
     digest = hashlib.sha256()
     for name in modules:
         spec = find_spec(name)
         assert spec is not None and spec.origin is not None, name      # the course's own source files
-        digest.update(Path(spec.origin).read_bytes())
+        if spec.submodule_search_locations:
+            for top in map(Path, spec.submodule_search_locations):
+                for path in sorted(top.rglob("*.py")):
+                    digest.update(f"{name}/{path.relative_to(top).as_posix()}\0".encode())
+                    digest.update(path.read_bytes())
+        else:
+            digest.update(Path(spec.origin).read_bytes())
     return digest.hexdigest()
 
 

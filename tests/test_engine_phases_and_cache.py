@@ -30,6 +30,24 @@ def test_once_per_machine_computes_once_and_keys_on_arguments_and_source(tmp_pat
 
 
 @pytest.mark.pure
+def test_a_package_source_digest_covers_every_module_at_any_depth(tmp_path, monkeypatch):
+    """Expected values depend on whole packages (the kit's models and scenarios live in subpackages):
+    an edit anywhere under one is a new key, so an upgraded grader never reads an older one's values."""
+    (tmp_path / "digestpkg" / "sub").mkdir(parents=True)
+    (tmp_path / "digestpkg" / "__init__.py").write_text("")
+    (tmp_path / "digestpkg" / "sub" / "__init__.py").write_text("")
+    deep = tmp_path / "digestpkg" / "sub" / "models.py"
+    deep.write_text("WIDTH = 8\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    before = cache._source_digest.__wrapped__(("digestpkg",))
+    deep.write_text("WIDTH = 9\n")
+    edited = cache._source_digest.__wrapped__(("digestpkg",))
+    assert edited != before
+    deep.rename(deep.with_name("renamed.py"))       # the same bytes under another name: another package
+    assert cache._source_digest.__wrapped__(("digestpkg",)) not in (before, edited)
+
+
+@pytest.mark.pure
 def test_graders_needing_one_value_at_once_compute_it_once(tmp_path):
     """Two graders (here two threads: the lock is per open file, as between processes) ask for the
     same value at once, on a cold machine: the second waits for the first's result instead of

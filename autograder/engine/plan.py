@@ -99,15 +99,12 @@ def _expected_values(cfg, part_id: str, seeds_used: str | None) -> list[list]:
 expected_values.cache_clear = _expected_values.cache_clear     # type: ignore[attr-defined]
 
 
-@lru_cache(maxsize=1)
 def _reference_sources() -> tuple[str, ...]:
-    """Every module expected values can be computed by: the reference and the question definitions."""
-    import pkgutil
-
-    import shardlab.autograder.questions as questions
-    import shardlab.reference as reference
-    return tuple(f"{package.__name__}.{m.name}" for package in (reference, questions)
-                 for m in pkgutil.iter_modules(package.__path__))
+    """Every package expected values can be computed by, each with all its modules at any depth
+    (`reference.cache`): the reference, the question definitions and the parts they are made of,
+    and the kit's scenarios, models and training loops (the one-process runs are the kit's)."""
+    return ("shardlab.reference", "shardlab.autograder.questions", "shardlab.autograder.core",
+            "shardlab.autograder.kit")
 
 
 def part_plan(cfg, part_id: str) -> tuple[list[Case], list[list]]:

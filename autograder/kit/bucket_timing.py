@@ -32,6 +32,7 @@ import torch.distributed as dist
 from torch import nn
 
 from .scenarios import Scenario, register
+from .toy_models import seeded_cpu_rng
 
 WARMUP_CALLS = 2          # first calls pay for allocation, gloo's buffers, autograd's graph set-up
 
@@ -69,8 +70,7 @@ def wide_mlp(width: int, depth: int, backward_seconds_per_byte: float = 0.0, see
     """depth x [Linear(width, width), ReLU, EmulatedCompute]: depth·(width² + width) FP32
     parameters; the backward through each layer takes at least its gradient bytes ×
     backward_seconds_per_byte seconds, before its gradients are ready."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded_cpu_rng(seed):
         layers = []
         for _ in range(depth):
             layers += [nn.Linear(width, width), nn.ReLU(),

@@ -18,6 +18,10 @@ micro-batches of PIPE_ROWS rows (`pipeline_batch`), all of it on stage 0
 """
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 from torch import nn
 
@@ -94,17 +98,27 @@ class FFNStack(nn.Module):
         return x
 
 
-def _seed_cpu(seed: int) -> None:
-    """torch.manual_seed(seed) for the CPU alone, the same numbers. torch.manual_seed also queues
-    the seed for CUDA, XPU and MTIA when none is initialized, and each queueing formats the
-    caller's stack (reading source files): about 1.5 ms a call, in every rank of every run."""
-    torch.random.default_generator.manual_seed(seed)
+# torch's default CPU generator is one per process, and the grader's process runs gradings on threads
+# (`shardlab check --jobs`, batches): a model built while another thread seeds or draws from it gets
+# other weights, and an expected value computed from those is wrong, and cached (`reference.cache`).
+# Every seeded use of it in the grader goes through `seeded_cpu_rng`, one thread at a time.
+GLOBAL_RNG_LOCK = threading.RLock()
+
+
+@contextmanager
+def seeded_cpu_rng(seed: int) -> Iterator[None]:
+    """Within: torch's global CPU generator seeded with `seed`, this thread's alone (GLOBAL_RNG_LOCK);
+    after: its state as it was. torch.manual_seed would also queue the seed for CUDA, XPU and MTIA when
+    none is initialized, and each queueing formats the caller's stack (reading source files): about
+    1.5 ms a call, in every rank of every run, so only the CPU generator is seeded."""
+    with GLOBAL_RNG_LOCK, torch.random.fork_rng(devices=[]):
+        torch.random.default_generator.manual_seed(seed)
+        yield
 
 
 def build_ffn(seed: int) -> FFNStack:
     """The pipeline's whole model with weights drawn from `seed` (the global RNG is left as it was)."""
-    with torch.random.fork_rng(devices=[]):
-        _seed_cpu(seed)
+    with seeded_cpu_rng(seed):
         return FFNStack()
 
 
@@ -139,8 +153,7 @@ def pipeline_batch(seed: int, microbatches: int) -> tuple[torch.Tensor, torch.Te
 
 def build_model(name: str, seed: int) -> nn.Module:
     """The model `name` with weights drawn from `seed` (the global RNG is left as it was)."""
-    with torch.random.fork_rng(devices=[]):
-        _seed_cpu(seed)
+    with seeded_cpu_rng(seed):
         return MODELS[name]()
 
 
