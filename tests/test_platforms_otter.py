@@ -120,6 +120,26 @@ def test_a_lone_zip_in_the_upload_with_two_kits_is_graded_as_that_zip(tmp_path):
     assert "neither a folder nor a zip" in handle["error"] and handle["report"]
 
 
+def test_run_autograder_is_otters_own_with_shardlabs_steps_and_refuses_an_otter_it_does_not_keep():
+    """run_autograder is rendered from templates/gradescope/, not cut out of otter's: every line of
+    the one this otter renders is in it, in order, and an otter whose script gained a line (or
+    reordered two) stops the build with one line instead of shipping a zip that skips it."""
+    from otter.generate import JINJA_ENV, OTTER_ENV_NAME
+    from shardlab.autograder.core.errors import ShardlabError
+    from shardlab.autograder.publish.otter_export import AUTOGRADER_DIR, run_autograder_script
+    otters = JINJA_ENV.get_template("common/run_autograder").render(autograder_dir=AUTOGRADER_DIR,
+                                                                    otter_env_name=OTTER_ENV_NAME)
+    ours = run_autograder_script(otters).splitlines()
+    kept = [line for line in otters.splitlines()[1:] if line.strip()]
+    at = [ours.index(line) for line in kept]
+    assert len(kept) == 4 and at == sorted(at)
+    with pytest.raises(ShardlabError, match="a new otter version"):
+        run_autograder_script(otters + "python /autograder/source/otter_new_step.py\n")
+    first, *rest = otters.splitlines()
+    with pytest.raises(ShardlabError, match="lacks"):
+        run_autograder_script("\n".join([first, *reversed(rest)]) + "\n")
+
+
 def test_run_autograder_starts_the_grading_before_otter_and_neither_step_imports_otter(autograder_zip):
     """run_autograder: the prelude, otter's activation, the background grading, otter, the finalize
     step. The two shardlab steps run `platforms.otter`, which must not import otter (about a second

@@ -6,7 +6,7 @@ that file (`files/shardlab_otter_entry.py`, copied into the submission folder
 by otter, overwriting any file of the same name), so student code never runs
 in otter's kernel:
 
-1. Before otter starts, the zip's run_autograder (`otter_export.RUN_PRELUDE`)
+1. Before otter starts, the zip's run_autograder (templates/gradescope/run_autograder.j2)
    moves everything the student uploaded out of the kernel's
    working folder into `<autograder dir>/shardlab-submission/`, so otter
    finds only the entry file to grade, and a student folder named `otter/`
@@ -14,7 +14,7 @@ in otter's kernel:
    `QuarantinePlugin.before_grading` (an otter plugin, outside the kernel,
    `platforms.otter_plugin`) moves anything still there, for `otter run`,
    which has no prelude.
-   Then run_autograder (`otter_export.RUN_GRADING`) starts the grading
+   Then run_autograder starts the grading
    itself in the background (`grade_before_otter`, a process of its own) and
    records its pid in `<autograder dir>/shardlab/grading.pid`: it runs while
    otter imports its libraries and starts its kernel, its ports in a network
@@ -38,7 +38,7 @@ in otter's kernel:
    report's notes in the results' top-level output: the walls the code ran
    in, and the parts the grader itself failed on (internal errors, not the
    student's; regrade them).
-5. After otter, run_autograder (RUN_EPILOGUE) calls `finalize_results`:
+5. After otter, run_autograder's last step calls `finalize_results`:
    each question's maximum in results.json becomes shardlab's, its output
    one line per part in shardlab's words, and visibility, stdout visibility
    and output formats are set from the course config's [gradescope].
@@ -221,8 +221,8 @@ def _report_if_written(report: Path) -> dict | None:
 
 def grade_before_otter(ag_dir: str | Path) -> None:
     """run_autograder's grading, started in the background before otter
-    (`otter_export.RUN_GRADING`): the submission otter's submission folder had
-    (quarantined by RUN_PRELUDE) graded as `graded` grades it, the report written
+    (templates/gradescope/run_autograder.j2): the submission otter's submission folder had
+    (moved aside by the same script) graded as `graded` grades it, the report written
     to `<ag_dir>/shardlab/report.json`, where the kernel's cases find it.
 
     It cannot race otter's kernel for a port, by construction

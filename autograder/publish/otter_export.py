@@ -12,25 +12,28 @@ Pipeline, in order:
 4. `otter generate` writes the zip (run_autograder, setup.sh, environment.yml
    with our requirements as the whole pip list, otter among them without its
    plugins' packages: `overwrite_requirements`, no text edited; otter_config.json,
-   tests/, files/); its setup.sh
-   is replaced by ours (`setup_script`: Miniforge and the env, no browser,
-   no PDF toolchain, and a guard that refuses `otter grade` in one line);
-   once the wheel is installed, the installed `reference/` package, the
-   wheel and the course config (with its secret) are made unreadable by
-   anyone but root (the student's uid in the jail must not read them even
-   if it saw them), `shardlab walls` probes the jail's walls while the
-   image is built, printing the level, each missing wall and its remedy in
-   the build log, and failing the build when they are below the course's
-   `[grading] require_walls` (`sandbox.walls`), and `shardlab
-   warm` computes every cached expected value into the image (CACHE_DIR);
-   its run_autograder gets our prelude (RUN_PRELUDE): the cache folder is
-   set, and the upload is moved out of otter's submission folder before
-   otter looks for the file to grade, so
-   otter only ever finds the entry file, whatever the upload holds (a
-   notebook, other `.py` files, `__MACOSX/`, a GitHub checkout); just
-   before otter's own line, RUN_GRADING starts the grading in the
-   background, so it runs while otter starts (the kernel's cases wait for
-   its report: `platforms.otter.grade_before_otter`);
+   tests/, files/); two of its files are replaced by shardlab's, rendered
+   from templates/gradescope/ (otter 7 has no option or hook for either):
+   - setup.sh (`setup_script`): Miniforge and the env, no browser, no PDF
+     toolchain, and a guard that refuses `otter grade` in one line; once
+     the wheel is installed, the installed `reference/` package, the wheel
+     and the course config (with its secret) are made unreadable by anyone
+     but root (the student's uid in the jail must not read them even if it
+     saw them), `shardlab walls` probes the jail's walls while the image is
+     built, printing the level, each missing wall and its remedy in the
+     build log, and failing the build when they are below the course's
+     `[grading] require_walls` (`sandbox.walls`), and `shardlab warm`
+     computes every cached expected value into the image (CACHE_DIR);
+   - run_autograder (`run_autograder_script`): otter's own, every line in
+     order (the build checks), with shardlab's steps around otter's line:
+     the cache folder is set, and the upload is moved out of otter's
+     submission folder before otter looks for the file to grade (otter
+     looks before any plugin runs), so otter only ever finds the entry
+     file, whatever the upload holds (a notebook, other `.py` files,
+     `__MACOSX/`, a GitHub checkout); just before otter's own line, the
+     grading starts in the background, so it runs while otter starts (the
+     kernel's cases wait for its report: `platforms.otter.grade_before_otter`);
+     after it, the finalize step;
 5. the wheel, the course config, the course's own question folders
    (`[course] question_dirs`, at their place relative to the config; their
    definition, reference, scenario and checks, never their solution) and
@@ -42,7 +45,7 @@ public case (its feedback already withholds hidden inputs and expected
 values); a group whose cases are all hidden becomes a hidden otter case. Manual parts
 (question 3 (d)) have no otter case: add them as a manual question in the
 Gradescope outline. Bonus parts are ordinary cases: otter's maximum counts
-their points, shardlab's `max_score` does not; RUN_EPILOGUE rewrites each
+their points, shardlab's `max_score` does not; run_autograder's finalize step rewrites each
 question's maximum in results.json to shardlab's
 (`otter.finalize_results`), and `shardlab build` prints `gradescope_points(cfg)`
 for the outline, so a bonus earned is extra credit.
@@ -99,83 +102,51 @@ _REFERENCE_DIR = "import os, shardlab.reference as r; print(os.path.dirname(r.__
 WHEEL_PACKAGES = ("reference", "autograder", "assignments", "templates")   # never solutions/, tests/
 
 
-def setup_script(miniforge_version: str, own_dirs: tuple[str, ...] = ()) -> str:
-    """The image's setup.sh. otter's template (otter/generate/templates/python/setup.sh)
-    also installs Playwright's Chromium with its system packages, R's build
-    libraries and, with pdf on, LaTeX and pandoc; grading needs none of them,
-    and with `set -e` any of them failing to download blocks the assignment.
-    This keeps what run_autograder relies on (Miniforge at /root/miniforge3,
-    the env otter-env from environment.yml) and adds shardlab's steps: the
-    answer key's files become root's alone, `shardlab walls` fails the build
-    when the walls are below the course's `[grading] require_walls`, and
-    `shardlab warm` fills the cache every run then starts from. The jail needs
-    nothing from apt (the `jail` works through system calls; its system-call
-    filter uses libseccomp2, which apt itself depends on). `own_dirs`: the
-    course's question folders beside its config (`own_question_files`), root's
-    alone as the installed reference is."""
-    source = f"{AUTOGRADER_DIR}/source"
-    private = "".join(f" {source}/{d}" for d in own_dirs)
-    return f"""#!/usr/bin/env bash
-# The Gradescope image's set-up, written by `shardlab build` (autograder/publish/otter_export.py)
-# in place of otter's template: no browser, no PDF toolchain, no R libraries.
-set -euo pipefail
-export DEBIAN_FRONTEND=noninteractive
-
-# `otter grade` builds its image from setup.sh, environment.yml and requirements.* alone, so the
-# wheel and the course config are missing there: say so in one line instead of failing halfway.
-if [ ! -f {source}/{CONFIG_FILE} ]; then
-    echo "{OTTER_GRADE_REFUSAL}" >&2
-    exit 1
-fi
-
-apt-get update
-apt-get install -y --no-install-recommends wget ca-certificates
-
-# Miniforge and the env otter-env: otter's run_autograder activates it
-wget -nv -O {source}/mamba_install.sh \\
-    https://github.com/conda-forge/miniforge/releases/download/{miniforge_version}/Miniforge3-Linux-$(uname -m).sh
-bash {source}/mamba_install.sh -b -p /root/miniforge3
-rm -f {source}/mamba_install.sh
-export PATH=/root/miniforge3/bin:$PATH
-mamba env create -f {source}/environment.yml
-
-{SETUP_TAIL_MARK}
-# the answer key's ground truth and the course secret are root's alone
-SHARDLAB_REFERENCE="$(mamba run -n {OTTER_ENV_NAME} python -I -c {_REFERENCE_DIR!r} | tail -n 1)"
-chmod -R go-rwx "$SHARDLAB_REFERENCE" {source}/{CONFIG_FILE} {source}/shardlab-*.whl{private}
-if [ -f {source}/{ROSTER_FILE} ]; then chmod go-rwx {source}/{ROSTER_FILE}; fi   # students' emails
-# the jail's walls, probed now: a missing prerequisite fails the upload, not the grades
-mamba run -n {OTTER_ENV_NAME} shardlab walls --config {source}/{CONFIG_FILE}
-# every expected value a grading needs, computed once into the image (no run pays for it)
-export {CACHE_ENV}={CACHE_DIR}
-mamba run -n {OTTER_ENV_NAME} shardlab warm --config {source}/{CONFIG_FILE}
-chmod -R go-rwx {CACHE_DIR}
-"""
-
-
-RUN_PRELUDE = f"""
-# shardlab: the cache setup.sh filled while the image was built (reference/cache.py)
-export {CACHE_ENV}={CACHE_DIR}
-# shardlab: move the upload out of otter's submission folder before otter looks at it. otter
-# grades the one notebook or .py it finds there, and it must find shardlab's entry file
-# alone; the engine finds assignments/ in {AUTOGRADER_DIR}/{QUARANTINE}/ instead.
-rm -rf {AUTOGRADER_DIR}/{QUARANTINE}
-mkdir -p {AUTOGRADER_DIR}/{QUARANTINE}
-find {AUTOGRADER_DIR}/submission -mindepth 1 -maxdepth 1 -exec mv -t {AUTOGRADER_DIR}/{QUARANTINE} -- {{}} +
-"""
-
+GRADESCOPE_TEMPLATES = content.folder("templates") / "gradescope"
 # otter's own line in run_autograder, after the env's activation: the grading starts just before it
 OTTER_RUN_LINE = f"python {AUTOGRADER_DIR}/source/run_otter.py"
-RUN_GRADING = f"""\
-# shardlab: the grading starts now, in the background, while otter imports its libraries and
-# starts its kernel; the kernel's test cases wait for its report (platforms/otter.py)
-mkdir -p {AUTOGRADER_DIR}/{GRADING_PID_FILE.parent}
-python -m shardlab.autograder.platforms.otter grade {AUTOGRADER_DIR} > {AUTOGRADER_DIR}/{GRADING_LOG} 2>&1 &
-echo $! > {AUTOGRADER_DIR}/{GRADING_PID_FILE}
-"""
 
-RUN_EPILOGUE = (f"python -m shardlab.autograder.platforms.otter finalize {AUTOGRADER_DIR}"
-                "   # shardlab: its maxima, bonus as extra credit\n")
+
+def _render(name: str, **extra) -> str:
+    """templates/gradescope/<name>.j2 with otter's names for its folder and env and shardlab's for its files."""
+    import jinja2
+    from otter.generate import MINIFORGE_VERSION
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(GRADESCOPE_TEMPLATES), undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True)
+    return env.get_template(f"{name}.j2").render(
+        autograder_dir=AUTOGRADER_DIR, source=f"{AUTOGRADER_DIR}/source", otter_env_name=OTTER_ENV_NAME,
+        miniforge_version=MINIFORGE_VERSION, config_file=CONFIG_FILE, roster_file=ROSTER_FILE,
+        cache_env=CACHE_ENV, cache_dir=CACHE_DIR, quarantine=QUARANTINE, grading_log=GRADING_LOG,
+        grading_pid_file=GRADING_PID_FILE, grading_pid_dir=GRADING_PID_FILE.parent,
+        tail_mark=SETUP_TAIL_MARK, otter_grade_refusal=OTTER_GRADE_REFUSAL, reference_dir_code=_REFERENCE_DIR,
+        **extra)
+
+
+def setup_script(own_dirs: tuple[str, ...] = ()) -> str:
+    """The image's setup.sh (templates/gradescope/setup.sh.j2, which says why it is not otter's):
+    Miniforge and the env otter's run_autograder activates, then shardlab's steps: the answer
+    key's files become root's alone, `shardlab walls` fails the build when the walls are below the
+    course's `[grading] require_walls`, and `shardlab warm` fills the cache every run then starts
+    from. The jail needs nothing from apt (it works through system calls; its system-call filter
+    uses libseccomp2, which apt itself depends on). `own_dirs`: the course's question folders beside
+    its config (`own_question_files`), root's alone as the installed reference is."""
+    return _render("setup.sh", private_dirs="".join(f" {AUTOGRADER_DIR}/source/{d}" for d in own_dirs))
+
+
+def run_autograder_script(otters: str) -> str:
+    """The zip's run_autograder (templates/gradescope/run_autograder.j2): otter's own `otters`,
+    every line of it in order, with shardlab's steps around otter's: the cache folder set and the
+    upload moved aside before otter looks for the file it grades (otter 7 looks before any plugin
+    runs), the grading started in the background just before otter's own line, and the finalize
+    step after it. An otter whose run_autograder has a line ours lacks is a one-line error."""
+    ours = _render("run_autograder")
+    kept = iter(ours.splitlines())
+    missing = [line for line in otters.splitlines()[1:] if line.strip() and line not in kept]
+    if missing:
+        raise ShardlabError(f"otter's run_autograder has lines templates/gradescope/run_autograder.j2 lacks "
+                            f"(a new otter version?): {missing[:3]}")
+    return ours
+
 
 ENTRY_SOURCE = '''\
 """shardlab's otter entry file: it only locates the submission.
@@ -344,26 +315,16 @@ def build_autograder(cfg, config_text: str, out: Path, roster_text: str | None =
 
 
 def _add_shardlab_steps(target: Path, own_dirs: tuple[str, ...] = ()) -> None:
-    """Rewrite otter's zip: setup.sh becomes `setup_script` (otter's own
-    version of Miniforge), run_autograder gets RUN_PRELUDE after its
-    shebang, RUN_GRADING before otter's own line and RUN_EPILOGUE at its end.
-    (environment.yml is otter's own, from requirements.txt: `build_autograder`.)"""
-    from otter.generate import MINIFORGE_VERSION
+    """otter's zip with its setup.sh and run_autograder replaced by shardlab's (`setup_script`,
+    `run_autograder_script`); every other entry, environment.yml included, is otter's as written."""
     with zipfile.ZipFile(target) as zf:
         entries = [(info, zf.read(info)) for info in zf.infolist()]
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
         for info, data in entries:
             if info.filename == "setup.sh":
-                data = setup_script(MINIFORGE_VERSION, own_dirs).encode()
+                data = setup_script(own_dirs).encode()
             elif info.filename == "run_autograder":
-                shebang, _, rest = data.partition(b"\n")
-                lines = rest.rstrip(b"\n").split(b"\n")
-                if lines.count(OTTER_RUN_LINE.encode()) != 1:
-                    raise ShardlabError(f"otter's run_autograder no longer runs {OTTER_RUN_LINE!r} once "
-                                        "(a new otter version?): update publish/otter_export.py")
-                at = lines.index(OTTER_RUN_LINE.encode())
-                lines[at:at] = RUN_GRADING.encode().rstrip(b"\n").split(b"\n")
-                data = shebang + b"\n" + RUN_PRELUDE.encode() + b"\n".join(lines) + b"\n" + RUN_EPILOGUE.encode()
+                data = run_autograder_script(data.decode()).encode()
             zf.writestr(info, data)
 
 
