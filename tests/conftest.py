@@ -44,6 +44,9 @@ TIERS = ("pure", "sandbox", "platform", "slow")
 # make pools of 2, in every grader they start too, for time. tests/test_sandbox_seed_pool.py checks
 # the default pool itself.
 os.environ.setdefault(POOL_SIZE_ENV, "2")
+# this run's own options (read already: say `--durations=30` to profile the suite) are not the kit's:
+# the pytest runs tests start in a starter kit, or that its notebook starts, parse their own
+os.environ.pop("PYTEST_ADDOPTS", None)
 SOLUTIONS = content.folder("solutions")
 
 
