@@ -7,12 +7,16 @@ fork server. A student testing their own code on their own laptop needs
 none of that, so this launcher keeps only what the checks depend on: the
 same scenarios (`scenarios`), the same tracing of
 torch.distributed (`tracing`), the same words for a hang or a crash
-(`verdict`). Each rank is one fresh Python process (a subprocess, not a
-fork: forking after torch has started its threads can hang, and a fresh
-interpreter works the same on Linux and macOS, from pytest, a script or a
-notebook) that runs all three halves of a scenario in turn:
-`prepare`, `student` (the student's code calling the real, traced
-collectives), `report`. The starter kit ships this file.
+(`verdict`). Each rank is a Python process of its own that runs all three
+halves of a scenario in turn: `prepare`, `student` (the student's code
+calling the real, traced collectives), `report`. On Linux it is forked from
+a fork server (multiprocessing's "forkserver") that imported torch once and
+has run nothing (no torch thread exists to hang a fork), so a rank starts in
+a fraction of a second instead of importing torch itself (2-3 CPU-seconds a
+rank, six ranks in a kit's run); elsewhere (macOS, where forking a process
+that loaded torch's frameworks is not safe) it is a fresh interpreter, as
+it is on Linux with SHARDLAB_FRESH_RANKS=1. Either works from pytest, a
+script or a notebook. The starter kit ships this file.
 
 Failing fast, leaving nothing behind:
 - every collective has gloo's own timeout (`collective_seconds`), and torch
@@ -33,6 +37,7 @@ rank's timed trace (collectives, gradients, phases, marks) of that run.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib
 import json
 import os
@@ -53,7 +58,70 @@ from .student_values import describe_exception, plain
 
 START_SECONDS = 120.0          # spawning a rank imports torch: seconds, more on a cold laptop
 MAX_ERROR_CHARS = 2000
+FRESH_RANKS_ENV = "SHARDLAB_FRESH_RANKS"     # set (to anything): a fresh interpreter per rank on Linux too
+# what the fork server imports before it forks a rank: torch, and sympy, which a process's first backward
+# from a given gradient imports (torch's `_make_grads`; `_first_backward_from_a_gradient`)
+PRELOAD = ("torch", "torch.distributed", "torch.fx.experimental.symbolic_shapes")
 _LIVE: set["LocalGroup"] = set()
+
+
+class _ForkServer:
+    """A process of the launcher's that imported PRELOAD once and forks a rank on request: the
+    request (the rank's spec and number) and the rank's end of its connection go over a socket
+    (SOCK_SEQPACKET, the connection as SCM_RIGHTS); the reply is the rank's pid. Its ranks lead
+    sessions of their own, and the server reaps them (SIGCHLD ignored). One per launcher process,
+    started with its first rank (`shared`); it exits with the launcher."""
+
+    _shared: "_ForkServer | None" = None
+    _lock = threading.Lock()
+
+    def __init__(self):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        code = (f"import sys; sys.path[:0] = {sys.path!r}; "
+                f"from {__name__} import fork_server_main; fork_server_main()")
+        self.process = subprocess.Popen([sys.executable, "-c", code, str(os.getpid()), str(theirs.fileno())],
+                                        pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                                        start_new_session=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+        theirs.close()
+        self.socket = ours
+
+    @classmethod
+    def shared(cls) -> "_ForkServer | None":
+        """The launcher's server (started now if need be); None off Linux or with FRESH_RANKS_ENV."""
+        if sys.platform != "linux" or os.environ.get(FRESH_RANKS_ENV):
+            return None
+        with cls._lock:
+            if cls._shared is None or cls._shared.process.poll() is not None:
+                cls._shared = cls()
+            return cls._shared
+
+    def fork(self, spec: dict, rank: int, theirs: socket.socket) -> "_ForkedRank":
+        """A rank forked with `theirs` as its connection; OSError when the server is gone."""
+        with self._lock:
+            socket.send_fds(self.socket, [json.dumps({"spec": spec, "rank": rank}).encode()], [theirs.fileno()])
+            reply = self.socket.recv(64)
+        if not reply:
+            raise OSError("the rank fork server ended")
+        return _ForkedRank(int(reply))
+
+    def close(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+        self.socket.close()
+
+
+class _ForkedRank:
+    """A rank forked by the fork server, as LocalGroup handles a rank's process: its pid (the
+    leader of a session of its own) and `wait()` (the server reaps it; this waits until it is gone)."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+
+    def wait(self) -> None:
+        deadline = time.monotonic() + 10
+        while _alive(self.pid) and time.monotonic() < deadline:
+            time.sleep(0.005)
 
 
 class ScenarioFailed(Exception):
@@ -78,11 +146,21 @@ class LocalGroup:
         spec = dict(world_size=world_size, root=os.path.abspath(root), store=os.path.join(self._dir, "store"),
                     collective_seconds=collective_seconds, modules=list(modules), debug=debug,
                     parent=os.getpid())
-        self._conns, self._procs = [], []
+        self._conns: list[Connection] = []
+        self._procs: list = []
         _LIVE.add(self)
+        server = _ForkServer.shared()
         try:
             for rank in range(world_size):
                 ours, theirs = socket.socketpair()
+                self._conns.append(Connection(ours.detach()))
+                if server is not None:
+                    try:
+                        self._procs.append(server.fork(spec, rank, theirs))
+                        theirs.close()
+                        continue
+                    except OSError:             # the server is gone: this rank and the rest start fresh
+                        server = None
                 code = (f"import sys; sys.path[:0] = {sys.path!r}; "
                         f"from {__name__} import rank_main; rank_main()")
                 self._procs.append(subprocess.Popen(
@@ -90,7 +168,6 @@ class LocalGroup:
                     pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, start_new_session=True,
                     env=dict(os.environ, OMP_NUM_THREADS="1", TORCH_DISTRIBUTED_DEBUG=debug)))
                 theirs.close()
-                self._conns.append(Connection(ours.detach()))
         except BaseException:
             self.close()
             raise
@@ -183,7 +260,10 @@ class LocalGroup:
         for proc in self._procs:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)      # the rank and anything it started
-            except (ProcessLookupError, PermissionError):
+            except ProcessLookupError:                   # a forked rank killed before its setsid()
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(proc.pid, signal.SIGKILL)
+            except PermissionError:
                 pass
         for proc in self._procs:
             proc.wait()
@@ -198,15 +278,28 @@ class LocalGroup:
 def _close_all() -> None:
     for group in list(_LIVE):
         group.close()
+    if _ForkServer._shared is not None:
+        _ForkServer._shared.close()
 
 
 # ---- inside a rank -------------------------------------------------------------------
 
 
-def _exit_with_parent(parent: int) -> None:
-    """A rank outlives no launcher: pytest killed, the notebook's kernel restarted."""
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def _exit_with_parent(parent: int, forked: bool = False) -> None:
+    """A rank outlives no launcher: pytest killed, the notebook's kernel restarted. A forked rank's
+    parent is the fork server, not the launcher: it watches the launcher's pid itself."""
     def watch():
-        while os.getppid() == parent:
+        while (_alive(parent) if forked else os.getppid() == parent):
             time.sleep(0.5)
         os._exit(1)
     threading.Thread(target=watch, daemon=True, name="parent watch").start()
@@ -237,6 +330,50 @@ def rank_main() -> None:
     """A rank's process: `python -c ... SPEC RANK FD` (LocalGroup starts it)."""
     spec, rank, conn = json.loads(sys.argv[1]), int(sys.argv[2]), Connection(int(sys.argv[3]))
     _exit_with_parent(spec["parent"])
+    _serve(spec, rank, conn)
+
+
+def fork_server_main() -> None:
+    """The fork server's process: `python -c ... LAUNCHER_PID FD` (`_ForkServer`)."""
+    launcher, server = int(sys.argv[1]), socket.socket(fileno=int(sys.argv[2]))
+    _exit_with_parent(launcher)
+    for name in PRELOAD:
+        importlib.import_module(name)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)    # its ranks are reaped as they end
+    while True:
+        try:
+            data, fds, _, _ = socket.recv_fds(server, 1 << 20, 1)
+        except OSError:
+            return
+        if not data:
+            return
+        request = json.loads(data)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                server.close()
+                _forked_rank(request["spec"], request["rank"], Connection(fds[0]))
+            finally:
+                os._exit(0)
+        for fd in fds:
+            os.close(fd)
+        server.send(str(pid).encode())
+
+
+def _forked_rank(spec: dict, rank: int, conn: Connection) -> None:
+    """A rank forked by the fork server: what a fresh rank's command line and environment give it,
+    then the same loop."""
+    os.setsid()                                       # its own session: close() kills it and its children
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    os.environ["TORCH_DISTRIBUTED_DEBUG"] = spec["debug"]
+    import torch.distributed as dist
+    dist.set_debug_level_from_env()                   # read at import, in the server, before it was set
+    _exit_with_parent(spec["parent"], forked=True)
+    _serve(spec, rank, conn)
+
+
+def _serve(spec: dict, rank: int, conn: Connection) -> None:
+    """Join the group, then run the scenarios the launcher sends until it closes the connection."""
     lock = threading.Lock()
 
     def send(kind: str, payload=None) -> None:
