@@ -14,7 +14,7 @@ import pytest
 
 from shardlab.autograder.publish import kit_harness
 from shardlab.autograder.publish.kit_harness import public_runs
-from shardlab.autograder.kit.local import LocalGroup, ScenarioFailed
+from shardlab.autograder.kit.local import FRESH_RANKS_ENV, LocalGroup, ScenarioFailed
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.timeout(120)]
 
@@ -80,22 +80,24 @@ def test_python_that_never_returns_meets_the_deadline_and_the_group_is_killed(pr
 
 LAUNCHER = '''
 import sys, time
-from shardlab.autograder.kit.local import LocalGroup
+from shardlab.autograder.kit.local import LocalGroup, _ForkServer
 group = LocalGroup(2, sys.argv[1])
-print(" ".join(str(p.pid) for p in group._procs), flush=True)
+server = [_ForkServer._shared.process.pid] if _ForkServer._shared else []   # Linux: the ranks' fork server
+print(" ".join(str(p.pid) for p in group._procs + [type("P", (), {"pid": s}) for s in server]), flush=True)
 group.run("run_function", "probe", {"function": "spins"}, seconds=600)
 '''
 
 
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT], ids=["killed", "ctrl-c"])
 def test_no_rank_outlives_its_launcher(probe_root, how):
-    """Killed outright, the ranks notice within half a second; interrupted
-    (Ctrl-C), the launcher kills them at exit."""
+    """Killed outright, the ranks (and on Linux the fork server they were forked from) notice within
+    half a second; interrupted (Ctrl-C), the launcher kills them at exit."""
     proc = subprocess.Popen([sys.executable, "-c", LAUNCHER, str(probe_root)], stdout=subprocess.PIPE, text=True,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         pids = [int(p) for p in proc.stdout.readline().split()]
-        assert len(pids) == 2 and all(_alive(p) for p in pids)
+        forked = sys.platform == "linux" and not os.environ.get(FRESH_RANKS_ENV)
+        assert len(pids) == 2 + forked and all(_alive(p) for p in pids)
         time.sleep(0.5)                                      # both ranks spinning in the student's loop
         os.kill(proc.pid, how)
         proc.wait(timeout=20)
@@ -125,3 +127,24 @@ def test_public_runs_use_the_public_seed_not_the_keyed_one(cfg):
                                                       a["world_size"])
     assert all(r["args"]["world_size"] in (2, 4) for r in by_part.values())   # hidden: 3 ranks
     assert [m for _, m in run["mistakes"]] and "averaging" in run["mistakes"][0][1]
+
+
+def test_forked_and_fresh_ranks_give_the_same_run(probe_root, monkeypatch):
+    """On Linux the ranks are forked from the kit's fork server; on macOS (and with FRESH_RANKS_ENV)
+    each is a fresh interpreter. The suite runs on Linux, so the fresh path is run here too: the same
+    scenario gives the same values, and only the forked group's ranks share a parent that is not
+    the launcher."""
+    got = {}
+    for fresh in (False, True):
+        if fresh:
+            monkeypatch.setenv(FRESH_RANKS_ENV, "1")
+        with LocalGroup(3, str(probe_root)) as group:
+            parents = {_parent(p.pid) for p in group._procs}
+            got[fresh] = [r["value"] for r in group.run("run_function", "probe", {"function": "sums"})]
+        assert (parents == {os.getpid()}) == (fresh or sys.platform != "linux"), parents
+    assert got[False] == got[True] == [[6.0, 6.0, 6.0]] * 3
+
+
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
