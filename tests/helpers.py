@@ -152,3 +152,43 @@ def answered_writeup(template: str) -> str:
     answers = [f"Answer {k}: $\\alpha \\log_2 p + m/\\beta$ ≈ {k}·10⁹ s.\n\n```python\nprint({k} * 2**30)\n```\n"
                "One sentence, mine." for k in range(1, len(parts))]
     return "".join(p + a for p, a in zip(parts, answers + [""])).rstrip("\n") + "\n\nP.S. no newline at the end"
+
+
+# The hostile submissions' file walk (test_attacks_sandbox, test_attacks_landlock): source text, since it
+# runs as student code in the jail; the submission's own source imports os, zipfile and zlib.
+WALK_FOR_SOURCE = r'''
+def walk_for(markers, tops=("/",), skip=("/proc", "/sys", "/dev")):
+    """Every readable file beneath `tops` (none under `skip`) that holds a marker, in plain text,
+    inside a zip, or zlib-compressed (git objects): [files read, the paths found, sorted]."""
+    markers = [m.encode() for m in markers]
+    found, seen = set(), 0
+    for start in tops:
+        for top, dirs, files in os.walk(start):
+            if top.startswith(skip):
+                dirs[:] = []
+                continue
+            for name in files:
+                path = os.path.join(top, name)
+                try:
+                    if os.path.islink(path) or os.path.getsize(path) > 4 << 20:
+                        continue
+                    data = open(path, "rb").read()
+                except OSError:
+                    continue
+                seen += 1
+                blobs = [data]
+                if data[:1] == b"x":
+                    try:
+                        blobs.append(zlib.decompress(data))
+                    except Exception:
+                        pass
+                if data[:2] == b"PK":
+                    try:
+                        with zipfile.ZipFile(path) as z:
+                            blobs += [z.read(n) for n in z.namelist()[:2000]]
+                    except Exception:
+                        pass
+                if any(m in b for m in markers for b in blobs):
+                    found.add(path)
+    return [seen, sorted(found)]
+'''

@@ -22,7 +22,7 @@ from shardlab.autograder.sandbox.gloo.launch import run_gloo
 from shardlab.autograder.sandbox.gloo.seeds import data_seed_key
 from shardlab.autograder.core.parts import Call
 from shardlab.autograder.sandbox.process import Limits, run_calls
-from helpers import module_submission, run_cli
+from helpers import WALK_FOR_SOURCE, module_submission, run_cli
 
 REPO = Path(__file__).resolve().parents[1]
 WALLS = jail.walls()
@@ -33,39 +33,7 @@ pytestmark = pytest.mark.sandbox
 HOSTILE = r'''
 import os, signal, subprocess, sys, threading, time, zipfile, zlib, ctypes
 
-def walk_for(markers, skip=("/proc", "/sys", "/dev")):
-    """Every readable file of the visible tree that holds a marker, in plain
-    text, inside a zip, or zlib-compressed (git objects)."""
-    markers = [m.encode() for m in markers]
-    found, seen = [], 0
-    for top, dirs, files in os.walk("/"):
-        if top.startswith(skip):
-            dirs[:] = []
-            continue
-        for name in files:
-            path = os.path.join(top, name)
-            try:
-                if os.path.islink(path) or os.path.getsize(path) > 4 << 20:
-                    continue
-                data = open(path, "rb").read()
-            except OSError:
-                continue
-            seen += 1
-            blobs = [data]
-            if data[:1] == b"x":
-                try:
-                    blobs.append(zlib.decompress(data))
-                except Exception:
-                    pass
-            if data[:2] == b"PK":
-                try:
-                    with zipfile.ZipFile(path) as z:
-                        blobs += [z.read(n) for n in z.namelist()[:2000]]
-                except Exception:
-                    pass
-            if any(m in b for m in markers for b in blobs):
-                found.append(path)
-    return [seen, found]
+''' + WALK_FOR_SOURCE + r'''
 
 def visible(paths):
     return [p for p in paths if os.path.exists(p)]
