@@ -148,3 +148,24 @@ def test_forked_and_fresh_ranks_give_the_same_run(probe_root, monkeypatch):
 def _parent(pid: int) -> int:
     with open(f"/proc/{pid}/stat") as f:
         return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the fork server is Linux's")
+def test_a_fork_server_that_died_is_started_again(probe_root, monkeypatch):
+    """Killed between groups (an OOM kill, a student's pkill python), the fork server is started
+    again by the next group; killed while it holds a request, that group's ranks start fresh."""
+    from shardlab.autograder.kit.local import _ForkServer
+    monkeypatch.delenv(FRESH_RANKS_ENV, raising=False)
+    with LocalGroup(2, str(probe_root)) as group:
+        first = _ForkServer._shared
+        assert first is not None and group.run("run_function", "probe", {"function": "sums"})
+    os.kill(first.process.pid, signal.SIGKILL)
+    first.process.wait()
+    with LocalGroup(2, str(probe_root)) as group:
+        assert _ForkServer._shared is not first and _ForkServer._shared.process.poll() is None
+        assert [r["value"] for r in group.run("run_function", "probe", {"function": "sums"})] == [[3.0] * 3] * 2
+    # the server gone between `shared` and its answer: the ranks start as fresh interpreters
+    monkeypatch.setattr(_ForkServer, "fork", lambda self, *a: (_ for _ in ()).throw(OSError("gone")))
+    with LocalGroup(2, str(probe_root)) as group:
+        assert {_parent(p.pid) for p in group._procs} == {os.getpid()}
+        assert [r["value"] for r in group.run("run_function", "probe", {"function": "sums"})] == [[3.0] * 3] * 2

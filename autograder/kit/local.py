@@ -10,13 +10,16 @@ torch.distributed (`tracing`), the same words for a hang or a crash
 (`verdict`). Each rank is a Python process of its own that runs all three
 halves of a scenario in turn: `prepare`, `student` (the student's code
 calling the real, traced collectives), `report`. On Linux it is forked from
-a fork server (multiprocessing's "forkserver") that imported torch once and
-has run nothing (no torch thread exists to hang a fork), so a rank starts in
-a fraction of a second instead of importing torch itself (2-3 CPU-seconds a
-rank, six ranks in a kit's run); elsewhere (macOS, where forking a process
-that loaded torch's frameworks is not safe) it is a fresh interpreter, as
-it is on Linux with SHARDLAB_FRESH_RANKS=1. Either works from pytest, a
-script or a notebook. The starter kit ships this file.
+the launcher's fork server (`_ForkServer`), a process that imported torch
+once and has run nothing (no torch thread exists to hang a fork), so a rank
+starts in a fraction of a second instead of importing torch itself (2-3
+CPU-seconds a rank, six ranks in a kit's run). multiprocessing's own
+"forkserver" would do it too, but it runs the launcher's `__main__` again in
+every child, which a student's script without a main guard does not survive.
+Elsewhere (macOS, where forking a process that loaded torch's frameworks is
+not safe), with SHARDLAB_FRESH_RANKS=1, or when the server cannot serve, a
+rank is a fresh interpreter. Either works from pytest, a script or a
+notebook. The starter kit ships this file.
 
 Failing fast, leaving nothing behind:
 - every collective has gloo's own timeout (`collective_seconds`), and torch
@@ -83,6 +86,7 @@ class _ForkServer:
                                         pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
                                         start_new_session=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
         theirs.close()
+        ours.settimeout(START_SECONDS)          # its imports come first: a server that never answers is gone
         self.socket = ours
 
     @classmethod
@@ -96,12 +100,17 @@ class _ForkServer:
             return cls._shared
 
     def fork(self, spec: dict, rank: int, theirs: socket.socket) -> "_ForkedRank":
-        """A rank forked with `theirs` as its connection; OSError when the server is gone."""
+        """A rank forked with `theirs` as its connection; OSError when the server is gone or never answers."""
         with self._lock:
-            socket.send_fds(self.socket, [json.dumps({"spec": spec, "rank": rank}).encode()], [theirs.fileno()])
-            reply = self.socket.recv(64)
-        if not reply:
-            raise OSError("the rank fork server ended")
+            try:
+                socket.send_fds(self.socket, [json.dumps({"spec": spec, "rank": rank}).encode()],
+                                [theirs.fileno()])
+                reply = self.socket.recv(64)
+                if not reply:
+                    raise OSError("the rank fork server ended")
+            except OSError:
+                self.close()            # a late reply must not answer the next request: `shared` starts anew
+                raise
         return _ForkedRank(int(reply))
 
     def close(self) -> None:
