@@ -9,7 +9,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from shardlab.autograder.core import content
+from shardlab.autograder.core.errors import ShardlabError
+from shardlab.reference.config import load_config
 
 
 def run_cli(*args: str, cwd=None, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -153,6 +157,21 @@ def answered_writeup(template: str) -> str:
                "One sentence, mine." for k in range(1, len(parts))]
     return "".join(p + a for p, a in zip(parts, answers + [""])).rstrip("\n") + "\n\nP.S. no newline at the end"
 
+
+
+def course_from_text(tmp_path: Path, text: str):
+    """The course config `text` (TOML), loaded from a course.toml in `tmp_path`."""
+    path = tmp_path / "course.toml"
+    path.write_text(text)
+    return load_config(path)
+
+
+def config_error(tmp_path: Path, text: str) -> str:
+    """The error loading the course config `text` raises, checked to be one line."""
+    with pytest.raises(ShardlabError) as err:
+        course_from_text(tmp_path, text)
+    assert "\n" not in str(err.value), str(err.value)
+    return str(err.value)
 
 # The hostile submissions' file walk (test_attacks_sandbox, test_attacks_landlock): source text, since it
 # runs as student code in the jail; the submission's own source imports os, zipfile and zlib.

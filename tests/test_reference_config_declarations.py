@@ -6,6 +6,7 @@ import tomllib
 
 import pytest
 
+from helpers import config_error, course_from_text
 from shardlab.autograder.core import content
 from shardlab.autograder.core.errors import ShardlabError
 from shardlab.autograder.questions import part_points, plan, questions
@@ -18,12 +19,6 @@ pytestmark = pytest.mark.pure
 DOCS = content.folder("reference").parent / "docs" / "config.md"
 COURSES = [content.folder("reference") / "course.toml", content.folder("reference") / "courses" / "a100.toml",
            content.folder("reference").parent / "examples" / "tp-course" / "course.toml"]
-
-
-def _load(tmp_path, text):
-    path = tmp_path / "course.toml"
-    path.write_text(text)
-    return load_config(path)
 
 
 @pytest.mark.parametrize("text, where", [
@@ -48,7 +43,7 @@ def _load(tmp_path, text):
 def test_non_finite_numbers_are_refused_naming_the_key(tmp_path, text, where):
     # each of these loaded before the declarations (and [points] nan then asked Gradescope for nan points)
     with pytest.raises(ShardlabError) as err:
-        _load(tmp_path, text)
+        course_from_text(tmp_path, text)
     assert str(err.value) == f"config {where}"
 
 
@@ -68,19 +63,18 @@ def test_non_finite_numbers_are_refused_naming_the_key(tmp_path, text, where):
     ("[pipeline]\nstages = 4\n", "config [pipeline].stages x chunks = 4 x 3 must divide [model].num_blocks = 126"),
 ])
 def test_errors_are_one_line_naming_the_key_and_what_is_allowed(tmp_path, text, message):
-    with pytest.raises(ShardlabError) as err:
-        _load(tmp_path, text)
-    assert message in str(err.value) and "\n" not in str(err.value)
+    assert message in config_error(tmp_path, text)
 
 
 def test_require_jail_is_still_read_as_the_walls_it_meant(tmp_path):
-    assert _load(tmp_path, "[grading]\nrequire_jail = true\n").grading.require_walls == "full"
-    assert _load(tmp_path, "[grading]\nrequire_jail = false\n").grading.require_walls == "isolated"
+    assert course_from_text(tmp_path, "[grading]\nrequire_jail = true\n").grading.require_walls == "full"
+    assert course_from_text(tmp_path, "[grading]\nrequire_jail = false\n").grading.require_walls == "isolated"
     assert load_config().grading.require_walls == "isolated"
 
 
 def test_every_section_read_is_its_declaration_with_the_toml_names(tmp_path):
-    cfg = _load(tmp_path, "[buckets]\ncall_overhead_us = 62.5\n[comm4d]\nx = 8\n[memory]\nfsdp_device = 'H200'\n")
+    cfg = course_from_text(tmp_path,
+                           "[buckets]\ncall_overhead_us = 62.5\n[comm4d]\nx = 8\n[memory]\nfsdp_device = 'H200'\n")
     for name, declared in SECTIONS.items():
         if name != "model":                     # [model] is read into the reference's ModelConfig
             assert isinstance(getattr(cfg, name), declared)
@@ -90,7 +84,7 @@ def test_every_section_read_is_its_declaration_with_the_toml_names(tmp_path):
 
 
 def test_a_course_is_derived_once_and_read_from_there(tmp_path):
-    cfg = _load(tmp_path, '[course]\nquestions = ["memory"]\n[points]\nmemory = 20\n')
+    cfg = course_from_text(tmp_path, '[course]\nquestions = ["memory"]\n[points]\nmemory = 20\n')
     first = plan(cfg)
     assert plan(cfg) is first and questions(cfg) is first.questions
     assert [q.module for q in first.questions] == ["memory"]
