@@ -70,6 +70,11 @@ def expected_values(cfg, part_id: str) -> list[list]:
 
 
 _REFERENCE_LOCK = threading.RLock()
+# Every package expected values can be computed by, each with all its modules at any depth (the cache's
+# key digests them: `reference.cache`): the reference, the question definitions and the parts they are
+# made of, and the kit's scenarios, models and training loops (the one-process runs are the kit's).
+REFERENCE_PACKAGES = ("shardlab.reference", "shardlab.autograder.questions", "shardlab.autograder.core",
+                      "shardlab.autograder.kit")
 
 
 @lru_cache(maxsize=256)
@@ -80,8 +85,9 @@ def _expected_values(cfg, part_id: str, seeds_used: str | None) -> list[list]:
     cases = part_cases(cfg, part_id)
 
     def compute() -> list[list]:
-        # one at a time in a process: the reference seeds torch's one global generator (`fork_rng`,
-        # `manual_seed`), which gradings on threads of one process (`shardlab check --jobs`) share
+        # one at a time in a process (gradings on threads: `shardlab check --jobs`). Its seeded draws from
+        # torch's one global generator are guarded where they happen (`toy_models.seeded_cpu_rng`), as
+        # every such draw in the grader must be: this lock alone left the other threads' draws unguarded
         with _REFERENCE_LOCK:
             return [part.expect(c) for c in cases]
     if part.probe != "gloo":
@@ -91,20 +97,12 @@ def _expected_values(cfg, part_id: str, seeds_used: str | None) -> list[list]:
     calls = [[c.module, c.function, c.args] for case in cases for c in case.calls]
     seeds = {c.args["seed"]: data_seed(c.args["seed"]) for case in cases for c in case.calls if "seed" in c.args}
     return once_per_machine(f"expected-{part_id}", {"calls": calls, "seeds": sorted(seeds.items())}, compute,
-                            _reference_sources())
+                            REFERENCE_PACKAGES)
 
 
 # forget every part's remembered values (tests that swap a part's reference; ignore: mypy does not
 # model attributes set on a function)
 expected_values.cache_clear = _expected_values.cache_clear     # type: ignore[attr-defined]
-
-
-def _reference_sources() -> tuple[str, ...]:
-    """Every package expected values can be computed by, each with all its modules at any depth
-    (`reference.cache`): the reference, the question definitions and the parts they are made of,
-    and the kit's scenarios, models and training loops (the one-process runs are the kit's)."""
-    return ("shardlab.reference", "shardlab.autograder.questions", "shardlab.autograder.core",
-            "shardlab.autograder.kit")
 
 
 def part_plan(cfg, part_id: str) -> tuple[list[Case], list[list]]:

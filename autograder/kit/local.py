@@ -68,6 +68,12 @@ PRELOAD = ("torch", "torch.distributed", "torch.fx.experimental.symbolic_shapes"
 _LIVE: set["LocalGroup"] = set()
 
 
+def _python_calling(function: str) -> list[str]:
+    """The command line of a fresh interpreter that runs this module's `function()`, on this process's path."""
+    return [sys.executable, "-c", f"import sys; sys.path[:0] = {sys.path!r}; "
+                                  f"from {__name__} import {function}; {function}()"]
+
+
 class _ForkServer:
     """A process of the launcher's that imported PRELOAD once and forks a rank on request: the
     request (the rank's spec and number) and the rank's end of its connection go over a socket
@@ -80,9 +86,7 @@ class _ForkServer:
 
     def __init__(self):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        code = (f"import sys; sys.path[:0] = {sys.path!r}; "
-                f"from {__name__} import fork_server_main; fork_server_main()")
-        self.process = subprocess.Popen([sys.executable, "-c", code, str(os.getpid()), str(theirs.fileno())],
+        self.process = subprocess.Popen([*_python_calling("fork_server_main"), str(os.getpid()), str(theirs.fileno())],
                                         pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
                                         start_new_session=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
         theirs.close()
@@ -170,10 +174,8 @@ class LocalGroup:
                         continue
                     except OSError:             # the server is gone: this rank and the rest start fresh
                         server = None
-                code = (f"import sys; sys.path[:0] = {sys.path!r}; "
-                        f"from {__name__} import rank_main; rank_main()")
                 self._procs.append(subprocess.Popen(
-                    [sys.executable, "-c", code, json.dumps(spec), str(rank), str(theirs.fileno())],
+                    [*_python_calling("rank_main"), json.dumps(spec), str(rank), str(theirs.fileno())],
                     pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, start_new_session=True,
                     env=dict(os.environ, OMP_NUM_THREADS="1", TORCH_DISTRIBUTED_DEBUG=debug)))
                 theirs.close()

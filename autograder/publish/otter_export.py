@@ -102,18 +102,17 @@ _REFERENCE_DIR = "import os, shardlab.reference as r; print(os.path.dirname(r.__
 WHEEL_PACKAGES = ("reference", "autograder", "assignments", "templates")   # never solutions/, tests/
 
 
-GRADESCOPE_TEMPLATES = content.folder("templates") / "gradescope"
 # otter's own line in run_autograder, after the env's activation: the grading starts just before it
 OTTER_RUN_LINE = f"python {AUTOGRADER_DIR}/source/run_otter.py"
 
 
 def _render(name: str, **extra) -> str:
-    """templates/gradescope/<name>.j2 with otter's names for its folder and env and shardlab's for its files."""
-    import jinja2
+    """templates/gradescope/<name>.j2 (the project's one Jinja environment, `publish.jinja`) with otter's
+    names for its folder and env and shardlab's for its files."""
     from otter.generate import MINIFORGE_VERSION
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(GRADESCOPE_TEMPLATES), undefined=jinja2.StrictUndefined,
-                             keep_trailing_newline=True)
-    return env.get_template(f"{name}.j2").render(
+
+    from shardlab.autograder.publish.jinja import environment
+    return environment().get_template(f"gradescope/{name}.j2").render(
         autograder_dir=AUTOGRADER_DIR, source=f"{AUTOGRADER_DIR}/source", otter_env_name=OTTER_ENV_NAME,
         miniforge_version=MINIFORGE_VERSION, config_file=CONFIG_FILE, roster_file=ROSTER_FILE,
         cache_env=CACHE_ENV, cache_dir=CACHE_DIR, quarantine=QUARANTINE, grading_log=GRADING_LOG,

@@ -17,7 +17,6 @@ reads as it stands, after READ_SECONDS (`_read_slot`). No torch here: the grader
 """
 from __future__ import annotations
 
-import itertools
 import mmap
 import os
 import struct
@@ -102,8 +101,8 @@ def _read_slot(board: mmap.mmap, at: int) -> bytes:
     unchanged for READ_SECONDS died mid-write: its slot as it stands. One that keeps writing (its count
     moves) is waited for, up to GIVE_UP_SECONDS in all, then read as blank: never half of two writes."""
     start = time.monotonic()
-    seen, still_since = None, start
-    for attempt in itertools.count():
+    seen, still_since, attempt = None, start, 0
+    while True:
         before = _COUNT.unpack_from(board, at)[0]
         slot = board[at:at + SLOT]
         after = _COUNT.unpack_from(board, at)[0]
@@ -116,11 +115,11 @@ def _read_slot(board: mmap.mmap, at: int) -> bytes:
             return slot
         if now - start > GIVE_UP_SECONDS:
             return bytes(SLOT)
-        # then a sleep, not sched_yield: on a loaded machine the writer may be preempted on this very
+        # SPINS yields, then sleeps, not yields: on a loaded machine the writer may be preempted on this very
         # core mid-write, and CFS's sched_yield barely gives it the CPU back (a reader spinning on it
         # read a torn slot after READ_SECONDS at load 5)
         if attempt > SPINS:
             time.sleep(0.0002)
         else:
             os.sched_yield()
-    raise AssertionError("unreachable")
+        attempt += 1
