@@ -38,6 +38,8 @@ from shardlab.autograder.core import content
 from shardlab.autograder.sandbox.gloo.seeds import POOL_SIZE_ENV
 from shardlab.reference.config import load_config
 
+from helpers import scale_timeout
+
 TIERS = ("pure", "sandbox", "platform", "slow")
 
 # `shardlab warm` fills the cache once per key of the data seed pool (8 keys by default): the tests
@@ -143,6 +145,7 @@ _machine_lock: _MachineLock | None = None
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item, nextitem):
     global _machine_lock
+    scale_timeout(item)          # a hang guard that holds on a loaded machine (helpers.scale_timeout)
     if not hasattr(item.config, "workerinput"):               # one process: nothing runs beside
         return (yield)
     if _machine_lock is None:                                  # a worker's basetemp is <session's>/<worker id>

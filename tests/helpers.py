@@ -211,3 +211,26 @@ def walk_for(markers, tops=("/",), skip=("/proc", "/sys", "/dev")):
                     found.add(path)
     return [seen, sorted(found)]
 '''
+
+
+def load_factor() -> float:
+    """How many times slower than idle a test runs now, about: the 1-minute load average per core, at
+    least 1 (2 cores at a load average of 16: each busy process gets an eighth of a core)."""
+    return max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+
+
+def scale_timeout(item) -> None:
+    """A test's pytest-timeout bound (its own `timeout` mark, else the session's) times `load_factor()`
+    (tests/conftest.py calls it as each test starts).
+    The bound only guards against a hang (a test never asserts speed with it), and it must hold on a
+    loaded machine: at a load average of 16 on 2 cores, two tests of 12-14 s idle passed 120 s. The
+    scaled mark goes first, so it is the one pytest-timeout reads."""
+    marker = item.get_closest_marker("timeout")
+    base = None
+    if marker is not None:
+        base = marker.args[0] if marker.args else marker.kwargs.get("timeout")
+    if base is None:
+        base = item.config.getoption("timeout", None) or item.config.getini("timeout")
+    if not base or float(base) <= 0:
+        return
+    item.add_marker(pytest.mark.timeout(float(base) * load_factor()), append=False)

@@ -104,3 +104,25 @@ def test_a_service_that_cannot_start_is_an_error_row_that_says_why(tmp_path, mon
         assert row["error"].startswith("the grader failed: the grading service")
         assert row["error"].endswith(": ModuleNotFoundError: No module named shardlab"), row
     assert len(pool.started) == 3          # each failed service replaced
+
+
+def test_a_service_closed_while_a_grading_waits_is_a_service_error(monkeypatch):
+    """The batch closes a service (its stop, its timeout) from another thread while a grading waits for
+    the reply. Whatever that close has already closed, the waiting grading gets a ServiceError, never a
+    ValueError of a closed file (seen under a load average of 16: the close landed between the wait and
+    the read). The interleaving is forced: the wait returns only after the close is done."""
+    from shardlab.autograder.platforms import grading_service
+    service = GradingService()
+    # a service that reads its request and never answers
+    service.proc = subprocess.Popen([sys.executable, "-c", "import sys, time; sys.stdin.readline(); time.sleep(60)"],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
+    real_select = grading_service.select.select
+
+    def close_first(readers, writers, errors, timeout):
+        service.close()
+        return real_select(readers, writers, errors, 0) if not readers[0].closed else (readers, [], [])
+
+    monkeypatch.setattr(grading_service.select, "select", close_first)
+    with pytest.raises(grading_service.ServiceError):
+        service.run(["grade", "nothing"], timeout=5)
+    assert service.proc.poll() is not None          # the service was ended, not left behind

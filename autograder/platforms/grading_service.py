@@ -121,8 +121,11 @@ class GradingService:
                 self.proc.stdin.flush()
             except OSError:
                 raise ServiceError(f"the grading service is gone{self._why()}") from None
-            ready, _, _ = select.select([self.proc.stdout], [], [], START_SECONDS + timeout + REPLY_MARGIN_SECONDS)
-            line = self.proc.stdout.readline() if ready else b""
+            try:
+                ready, _, _ = select.select([self.proc.stdout], [], [], START_SECONDS + timeout + REPLY_MARGIN_SECONDS)
+                line = self.proc.stdout.readline() if ready else b""
+            except (ValueError, OSError):       # `close`, from the batch's thread, closed the stream under us
+                line = b""
             try:
                 reply = json.loads(line)
             except ValueError:
@@ -133,7 +136,10 @@ class GradingService:
 
     def _why(self) -> str:
         """The last line the service wrote to its stderr, as ": <line>" (or nothing)."""
-        lines = _tail(self.errors.fileno(), ERROR_LIMIT, end=True).strip().splitlines()
+        try:
+            lines = _tail(self.errors.fileno(), ERROR_LIMIT, end=True).strip().splitlines()
+        except (ValueError, OSError):           # closed by `close` meanwhile: nothing more to say
+            return ""
         return f": {lines[-1][:300]}" if lines else ""
 
     def close(self) -> None:
