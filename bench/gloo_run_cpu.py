@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
+import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -29,6 +29,9 @@ from shardlab.autograder.sandbox.gloo.group import GLOO, ForkServer
 from shardlab.autograder.sandbox.gloo.seeds import public_seeds
 from shardlab.autograder.sandbox.process import Limits
 from shardlab.reference.config import load_config
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tree_cpu import cgroup_cpu_seconds  # noqa: E402 - a sibling script, not a package
 
 
 def gloo_runs(cfg) -> dict[int, list[Call]]:
@@ -58,10 +61,10 @@ def main() -> None:
         server = ForkServer(str(root), Limits(), GLOO)
         if server.box.cgroup is None or "unified" not in server.box.cgroup.dirs:
             raise SystemExit("gloo_run_cpu: no per-sandbox cgroup here (run as root)")
-        stat = os.path.join(server.box.cgroup.dirs["unified"], "cpu.stat")
+        folder = server.box.cgroup.dirs["unified"]
 
         def cpu() -> float:
-            return int(dict(line.split() for line in open(stat))["usage_usec"]) / 1e6
+            return cgroup_cpu_seconds(folder)
 
         try:
             for size, calls in gloo_runs(load_config()).items():

@@ -3,7 +3,7 @@ tree, read from a cgroup (v2) made for the run. A grading's ranks are forked
 by the zygote, not waited for by the command, so `farm-bench`'s user + system
 (the processes the command waited for) counts about a third of it.
 
-    .venv/bin/python bench/tree_cpu.py [--runs 5] -- COMMAND [ARG ...] [--vs 'COMMAND_B']
+    .venv/bin/python bench/tree_cpu.py [--runs 5] [--vs 'COMMAND_B'] -- COMMAND [ARG ...]
 
 Runs COMMAND (and COMMAND_B, in turn) after one unmeasured run each; prints
 the median wall and tree-CPU seconds and their ranges. Needs a writable cgroup
@@ -19,21 +19,23 @@ import statistics
 import subprocess
 import time
 
+from shardlab.autograder.sandbox.jail import _cgroup_mounts, _own_cgroup
+
 
 def _unified_folder() -> str | None:
-    """This process's own cgroup v2 folder, if the hierarchy is mounted and writable."""
-    point = None
-    for line in open("/proc/self/mountinfo").read().splitlines():
-        left, _, right = line.partition(" - ")
-        if right.split(" ")[0] == "cgroup2":
-            point = left.split(" ")[4]
-            break
-    own = next((line.split(":", 2)[2] for line in open("/proc/self/cgroup").read().splitlines()
-                if line.split(":", 2)[1] == ""), None)
-    if point is None or own is None:
+    """This process's own cgroup v2 folder, if the hierarchy is mounted and writable (found as the
+    sandbox finds it: `jail._cgroup_mounts`, `jail._own_cgroup`)."""
+    point = _cgroup_mounts().get("unified")
+    if point is None:
         return None
-    folder = os.path.join(point, own.lstrip("/"))
+    folder = point + _own_cgroup("unified")
     return folder if os.access(folder, os.W_OK) else None
+
+
+def cgroup_cpu_seconds(folder: str) -> float:
+    """The CPU seconds a cgroup (v2) folder's processes have used, from its `cpu.stat`."""
+    with open(os.path.join(folder, "cpu.stat")) as f:
+        return int(dict(line.split() for line in f)["usage_usec"]) / 1e6
 
 
 def _remove(folder: str) -> None:
@@ -60,8 +62,7 @@ def tree_cpu_seconds(cmd: list[str], env: dict[str, str] | None = None) -> tuple
         return wall, None
     try:
         time.sleep(0.3)                 # what the command killed on its way out is charged as it exits
-        stat = dict(line.split() for line in open(os.path.join(folder, "cpu.stat")))
-        return wall, int(stat["usage_usec"]) / 1e6
+        return wall, cgroup_cpu_seconds(folder)
     finally:
         _remove(folder)
 
@@ -72,7 +73,8 @@ def main() -> None:
     ap.add_argument("--vs", default=None, help="a second command, as one string (split as a shell would)")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     args = ap.parse_args()
-    commands = [[c for c in args.command if c != "--"]] + ([shlex.split(args.vs)] if args.vs else [])
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    commands = [command] + ([shlex.split(args.vs)] if args.vs else [])
     figures: list[tuple[list[float], list[float]]] = [([], []) for _ in commands]
     for k in range(args.runs + 1):
         for cmd, (walls, cpus) in zip(commands, figures):
