@@ -158,7 +158,6 @@ def answered_writeup(template: str) -> str:
     return "".join(p + a for p, a in zip(parts, answers + [""])).rstrip("\n") + "\n\nP.S. no newline at the end"
 
 
-
 def course_from_text(tmp_path: Path, text: str):
     """The course config `text` (TOML), loaded from a course.toml in `tmp_path`."""
     path = tmp_path / "course.toml"
@@ -172,6 +171,7 @@ def config_error(tmp_path: Path, text: str) -> str:
         course_from_text(tmp_path, text)
     assert "\n" not in str(err.value), str(err.value)
     return str(err.value)
+
 
 # The hostile submissions' file walk (test_attacks_sandbox, test_attacks_landlock): source text, since it
 # runs as student code in the jail; the submission's own source imports os, zipfile and zlib.
@@ -229,8 +229,9 @@ def scale_timeout(item) -> None:
     base = None
     if marker is not None:
         base = marker.args[0] if marker.args else marker.kwargs.get("timeout")
-    if base is None:
-        base = item.config.getoption("timeout", None) or item.config.getini("timeout")
+    if base is None:        # the session's, as pytest-timeout reads it: --timeout, then PYTEST_TIMEOUT, then the ini
+        base = next((value for value in (item.config.getoption("timeout", None), os.environ.get("PYTEST_TIMEOUT"),
+                                         item.config.getini("timeout")) if value not in (None, "")), None)
     if not base or float(base) <= 0:
         return
     item.add_marker(pytest.mark.timeout(float(base) * load_factor()), append=False)

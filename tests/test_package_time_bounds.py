@@ -37,12 +37,18 @@ def test_the_factor_is_the_load_per_core_at_least_one(monkeypatch, load, cores, 
 def test_a_marked_bound_and_the_session_bound_both_grow_with_the_load(monkeypatch):
     monkeypatch.setattr(os, "getloadavg", lambda: (16.0, 16.0, 16.0))
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.delenv("PYTEST_TIMEOUT", raising=False)
     marked = _Item(pytest.mark.timeout(900).mark)
     scale_timeout(marked)
     assert marked.get_closest_marker("timeout").args == (7200.0,)      # 900 s idle, 8x at load 16 on 2 cores
     plain = _Item()
     scale_timeout(plain)
     assert plain.get_closest_marker("timeout").args == (960.0,)        # the session's 120 s, 8x
+    monkeypatch.setenv("PYTEST_TIMEOUT", "30")
+    from_the_environment = _Item()
+    scale_timeout(from_the_environment)
+    assert from_the_environment.get_closest_marker("timeout").args == (240.0,)   # PYTEST_TIMEOUT before the ini
+    monkeypatch.delenv("PYTEST_TIMEOUT")
     unbounded = _Item(session_timeout="0")
     scale_timeout(unbounded)
     assert unbounded.get_closest_marker("timeout") is None             # no bound stays no bound
