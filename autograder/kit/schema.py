@@ -26,8 +26,28 @@ MAX_LAYOUT_ELEMENTS = 1 << 62       # torch's strides are int64: the product of 
 SHOWN_CHARS = 40
 
 
+# exact types of the scalars json.loads makes (a subclass of list or dict is not one of them)
+_SCALARS = frozenset({type(None), bool, int, float, str})
+_NUMBERS = frozenset({int, float})
+
+
 class Malformed(ValueError):
     """A message from a student's process that does not fit its schema (one line)."""
+
+
+class Unfit(Malformed):
+    """`value` at `path` is not `wanted`: its line is put together only when read, since
+    `OneOf` tries options that fail on most values (a gradient checked against null first)."""
+
+    def __init__(self, value: Any, path: "str | _Path", wanted: str):
+        super().__init__()
+        self.value, self.path, self.wanted = value, path, wanted
+
+    def __str__(self) -> str:
+        return f"{self.path or 'the message'} is {shown(self.value)}, not {self.wanted}"
+
+    def __reduce__(self):                   # pickled (the kit's local ranks) as the plain line it reads as
+        return Malformed, (str(self),)
 
 
 def nesting_depth(value: Any, limit: int = MAX_DEPTH) -> int:
@@ -41,9 +61,11 @@ def nesting_depth(value: Any, limit: int = MAX_DEPTH) -> int:
         if depth > limit:
             return limit + 1
         deepest = max(deepest, depth)
-        # only containers go on the stack: a tensor's values are thousands of scalars
-        stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item)
-                     if isinstance(v, (list, dict)))
+        items = item.values() if isinstance(item, dict) else item
+        # only containers go on the stack: a tensor's values are thousands of scalars, and a row
+        # of them is passed over by the types it holds (counted in C), not looked at one by one
+        if not set(map(type, items)) <= _SCALARS:
+            stack.extend((v, depth + 1) for v in items if isinstance(v, (list, dict)))
     return deepest
 
 
@@ -91,7 +113,7 @@ class Schema:
         raise NotImplementedError
 
     def fail(self, value: Any, path: "str | _Path", wanted: str) -> Malformed:
-        return Malformed(f"{path or 'the message'} is {shown(value)}, not {wanted}")
+        return Unfit(value, path, wanted)
 
 
 @dataclass(frozen=True)
@@ -165,6 +187,8 @@ class OneOf(Schema):
         for option in self.options:
             try:
                 return option.check(value, path)
+            except Unfit as exc:
+                errors.append(exc.wanted)
             except Malformed as exc:
                 errors.append(str(exc).split(", not ", 1)[-1])
         raise self.fail(value, path, " or ".join(errors))
@@ -238,7 +262,7 @@ class Nested(Schema):
             return self.leaf.check(value, path)
         if self.max_depth <= 0:
             raise self.fail(value, path, "a number (the tensor has too many dimensions)")
-        if type(self.leaf) is Number and all(type(v) is float or type(v) is int for v in value):
+        if type(self.leaf) is Number and set(map(type, value)) <= _NUMBERS:
             return                          # a row of plain numbers (what json.loads makes) fits
         inner = Nested(self.leaf, self.max_depth - 1)
         for i, v in enumerate(value):

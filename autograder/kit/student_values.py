@@ -38,12 +38,22 @@ def shortened(text: str, limit: int) -> str:
     return head.rstrip(" ,;:") + ELLIPSIS
 
 
+MAX_PLAIN_DEPTH = 20
+# exact types that plain() returns as they are: a row of only these (a tensor's `tolist()`) is copied whole
+_AS_THEY_ARE = frozenset({type(None), bool, str, int, float})
+
+
 def plain(value, depth=0):
     """Student values as JSON-able plain data; anything else is a type error."""
-    if depth > 20:
+    if depth > MAX_PLAIN_DEPTH:
         raise TypeError("value nested too deeply")
     if value is None or isinstance(value, (bool, str)):
         return value
+    kind = type(value)
+    if kind is int or kind is float:
+        return value                # as int() or float() would give it, without the numbers ABCs' checks
+    if (kind is list or kind is tuple) and depth < MAX_PLAIN_DEPTH and set(map(type, value)) <= _AS_THEY_ARE:
+        return list(value)          # what the loop below gives, without a call per number
     if isinstance(value, numbers.Integral):
         return int(value)
     if isinstance(value, numbers.Real):

@@ -87,17 +87,24 @@ class Board:
                     break
         return row
 
-    def read(self, ranks: tuple[int, ...], tag: int, seq: int) -> tuple[np.ndarray, np.ndarray]:
-        """(which of `ranks` have posted their collective number `seq` on the group `tag`, their
-        fingerprints: one row each, meaningful where posted). Plain loads at known offsets: a
-        rank polls this several times a collective."""
-        posted, rows = [], []
+    def posted(self, ranks: tuple[int, ...], tag: int, seq: int) -> list[bool]:
+        """Which of `ranks` have posted their collective number `seq` on the group `tag`: what a
+        waiting rank polls, several times a collective (plain loads at known offsets, no arrays)."""
+        out = []
         for rank in ranks:
             row = self._row(rank, tag)
-            at = self._offset(rank, row, seq % 2) if row is not None else None
-            ok = at is not None and struct.unpack_from("<qq", self.map, at) == (tag, seq + 1)
-            posted.append(ok)
+            out.append(row is not None
+                       and struct.unpack_from("<qq", self.map, self._offset(rank, row, seq % 2)) == (tag, seq + 1))
+        return out
+
+    def read(self, ranks: tuple[int, ...], tag: int, seq: int) -> tuple[np.ndarray, np.ndarray]:
+        """(which of `ranks` have posted their collective number `seq` on the group `tag` (`posted`),
+        their fingerprints: one row each, meaningful where posted)."""
+        posted = self.posted(ranks, tag, seq)
+        rows = []
+        for rank, ok in zip(ranks, posted):
+            row = self._row(rank, tag)
             # loaded after the count that says it is whole (x86 keeps loads in order)
-            rows.append(struct.unpack_from(_FINGERPRINT, self.map, at + 16) if ok and at is not None
-                        else (0,) * FINGERPRINT)
+            rows.append(struct.unpack_from(_FINGERPRINT, self.map, self._offset(rank, row, seq % 2) + 16)
+                        if ok and row is not None else (0,) * FINGERPRINT)
         return np.array(posted, dtype=bool), np.array(rows, dtype=np.int64)

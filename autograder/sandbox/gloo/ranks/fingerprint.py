@@ -143,14 +143,14 @@ class FingerprintCheck:
         deadline = time.monotonic() + self.timeout_seconds
         pause = POLL_SECONDS[0]
         while True:
-            posted, table = self.board.read(ranks, tag, n)
-            if posted.all():
+            posted = self.board.posted(ranks, tag, n)
+            if all(posted):
                 break
             if time.monotonic() > deadline:
-                raise self.timed_out(me, [i for i, ok in enumerate(posted.tolist()) if not ok])
+                raise self.timed_out(me, [i for i, ok in enumerate(posted) if not ok])
             time.sleep(pause)
             pause = min(2 * pause, POLL_SECONDS[1])
-        found = mismatch(table, me)
+        found = mismatch(self.board.read(ranks, tag, n)[1], me)
         if found:
             raise RuntimeError(found)
 
