@@ -60,7 +60,11 @@ def test_a_reader_never_sees_half_of_a_write(tmp_path):
     finally:
         os.kill(pid, 9)
         os.waitpid(pid, 0)
-    assert seen <= set(labels), {s[:5] + "..." for s in seen - set(labels) if s}
+    # a blank read (None) is the reader giving up on a writer that never let a whole copy through in
+    # GIVE_UP_SECONDS, as `_read_slot` says, which a writer at full speed can do on a loaded machine:
+    # what must never be seen is a mix of the two labels
+    assert seen - {None} <= set(labels), {s[:5] + "..." for s in seen - set(labels) if s}
+    assert seen & set(labels), "no read got a whole label"
 
 
 def test_a_slot_left_mid_write_reads_as_it_stands(tmp_path):
