@@ -27,7 +27,7 @@ SHOWN_CHARS = 40
 
 
 # exact types of the scalars json.loads makes (a subclass of list or dict is not one of them)
-_SCALARS = frozenset({type(None), bool, int, float, str})
+JSON_SCALARS = frozenset({type(None), bool, int, float, str})
 _NUMBERS = frozenset({int, float})
 
 
@@ -64,7 +64,7 @@ def nesting_depth(value: Any, limit: int = MAX_DEPTH) -> int:
         items = item.values() if isinstance(item, dict) else item
         # only containers go on the stack: a tensor's values are thousands of scalars, and a row
         # of them is passed over by the types it holds (counted in C), not looked at one by one
-        if not set(map(type, items)) <= _SCALARS:
+        if not set(map(type, items)) <= JSON_SCALARS:
             stack.extend((v, depth + 1) for v in items if isinstance(v, (list, dict)))
     return deepest
 

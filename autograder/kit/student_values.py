@@ -13,6 +13,8 @@ import os
 import re
 import traceback
 
+from .schema import JSON_SCALARS
+
 ELLIPSIS = "…"
 # a library's source location in an error: gloo's "[/__w/pytorch/.../unbound_buffer.cc:78] " and the like,
 # which tell a student nothing and, cut short, would end a summary
@@ -39,8 +41,6 @@ def shortened(text: str, limit: int) -> str:
 
 
 MAX_PLAIN_DEPTH = 20
-# exact types that plain() returns as they are: a row of only these (a tensor's `tolist()`) is copied whole
-_AS_THEY_ARE = frozenset({type(None), bool, str, int, float})
 
 
 def plain(value, depth=0):
@@ -52,8 +52,10 @@ def plain(value, depth=0):
     kind = type(value)
     if kind is int or kind is float:
         return value                # as int() or float() would give it, without the numbers ABCs' checks
-    if (kind is list or kind is tuple) and depth < MAX_PLAIN_DEPTH and set(map(type, value)) <= _AS_THEY_ARE:
-        return list(value)          # what the loop below gives, without a call per number
+    # plain() returns a JSON scalar of an exact type as it is: a row of only those (a tensor's `tolist()`)
+    # is copied whole, what the loop below gives without a call per number
+    if (kind is list or kind is tuple) and depth < MAX_PLAIN_DEPTH and set(map(type, value)) <= JSON_SCALARS:
+        return list(value)
     if isinstance(value, numbers.Integral):
         return int(value)
     if isinstance(value, numbers.Real):
