@@ -15,7 +15,6 @@ the figures showed.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -26,6 +25,7 @@ from shardlab.autograder.core.parts import Call
 from shardlab.autograder.engine.plan import part_cases
 from shardlab.autograder.questions import questions
 from shardlab.autograder.sandbox.gloo.group import GLOO, ForkServer
+from shardlab.autograder.sandbox.gloo.launch import _key
 from shardlab.autograder.sandbox.gloo.seeds import public_seeds
 from shardlab.autograder.sandbox.process import Limits
 from shardlab.reference.config import load_config
@@ -35,14 +35,15 @@ from tree_cpu import cgroup_cpu_seconds  # noqa: E402 - a sibling script, not a 
 
 
 def gloo_runs(cfg) -> dict[int, list[Call]]:
-    """The course's distinct gloo runs, by world size."""
+    """The course's distinct gloo runs, by world size: distinct as the grading's gloo probe
+    runs them (`launch._key`)."""
     runs: dict[str, Call] = {}
     for question in questions():
         for part in question.parts:
             if part.probe == "gloo":
                 for case in part_cases(cfg, part.id):
                     for call in case.calls:
-                        runs.setdefault(json.dumps([call.module, call.function, call.args], sort_keys=True), call)
+                        runs.setdefault(_key(call), call)
     by_size: dict[int, list[Call]] = defaultdict(list)
     for call in runs.values():
         by_size[int(call.args["world_size"])].append(call)
