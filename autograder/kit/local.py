@@ -56,15 +56,16 @@ from datetime import timedelta
 from multiprocessing.connection import Connection, wait
 from typing import cast
 
+from .deferred_shapes import install as install_deferred_shapes
 from .verdict import failure, unfinished
 from .student_values import describe_exception, plain
 
 START_SECONDS = 120.0          # spawning a rank imports torch: seconds, more on a cold laptop
 MAX_ERROR_CHARS = 2000
 FRESH_RANKS_ENV = "SHARDLAB_FRESH_RANKS"     # set (to anything): a fresh interpreter per rank on Linux too
-# what the fork server imports before it forks a rank: torch, and sympy, which a process's first backward
-# from a given gradient imports (torch's `_make_grads`; `_first_backward_from_a_gradient`)
-PRELOAD = ("torch", "torch.distributed", "torch.fx.experimental.symbolic_shapes")
+# what the fork server imports before it forks a rank (a backward from a given gradient needs no more:
+# `_first_backward_from_a_gradient`)
+PRELOAD = ("torch", "torch.distributed")
 _LIVE: set["LocalGroup"] = set()
 
 
@@ -327,12 +328,14 @@ class _Marks:
 
 
 def _first_backward_from_a_gradient(torch) -> None:
-    """One tiny backward from a given gradient, while the rank starts: the first such backward in a
-    process imports sympy (torch's `_make_grads`; about 0.4 s of CPU idle, seconds on a loaded laptop).
-    In a pipeline every stage but the last pays it at its first backward, one after another down the
-    stages, while stage 0 waits in a recv: on 4 stages that alone outlasted the collective timeout
-    under load. Paid here, it overlaps the kit's other tests (the grader's fork server does the same,
-    `sandbox.gloo.ranks.main`)."""
+    """One tiny backward from a given gradient, while the rank starts. torch's first such backward in a
+    process imports sympy for its size check (`_make_grads`; about 0.5 s of CPU idle, seconds on a
+    loaded laptop): in a pipeline every stage but the last paid it at its first backward, one after
+    another down the stages, while stage 0 waited in a recv, and on 4 stages that alone outlasted the
+    collective timeout under load. `deferred_shapes` answers that check without sympy (the grader's
+    fork server does the same, `sandbox.gloo.ranks.main`); what is left of the first backward's set-up
+    is paid here, before the rank reports ready."""
+    install_deferred_shapes()
     x = torch.ones(2, 2, requires_grad=True)
     (x * 2).backward(torch.ones(2, 2))
 
@@ -350,6 +353,7 @@ def fork_server_main() -> None:
     _exit_with_parent(launcher)
     for name in PRELOAD:
         importlib.import_module(name)
+    install_deferred_shapes()          # before any rank: each one's backward from a gradient needs no sympy
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)    # its ranks are reaped as they end
     while True:
         try:

@@ -206,7 +206,9 @@ def preload() -> None:
     import shardlab.autograder.sandbox.gloo.ranks.proxy  # noqa: F401
     import shardlab.autograder.sandbox.gloo.ranks.status  # noqa: F401 - each trusted rank's slot
     import shardlab.autograder.sandbox.gloo.ranks.trusted  # noqa: F401
+    from shardlab.autograder.kit import deferred_shapes
     from shardlab.autograder.sandbox import jail, syscall_filter
+    deferred_shapes.install()      # before the first backward from a given gradient: torch's size check, no sympy
     jail.allowed_paths(), jail.grader_entries(), syscall_filter.available()
     from shardlab.autograder.kit.scenarios import load_all
     load_all()
@@ -215,10 +217,13 @@ def preload() -> None:
 
 def _first_calls() -> None:
     """One tiny forward, backward and update: torch sets up its operators and
-    autograd on first use (about 0.1 s of CPU, and 0.4 s more for the first
-    backward from a given gradient, which imports sympy), and doing it here,
-    before any fork, saves it in every rank and worker. CPU only, one thread: autograd
-    starts no threads for the CPU, so forking afterwards stays safe."""
+    autograd on first use (about 0.1 s of CPU), and doing it here, before any
+    fork, saves it in every rank and worker. The backward from a given gradient
+    (a pipeline stage's) checks the gradient's size through
+    `kit.deferred_shapes`, which `preload` installed first: torch's own
+    module would import sympy, 0.5 s more on every grading's critical path. CPU
+    only, one thread: autograd starts no threads for the CPU, so forking
+    afterwards stays safe."""
     import torch
     from torch import nn
     with torch.random.fork_rng(devices=[]):        # a child's random numbers are a fresh process's
@@ -226,7 +231,7 @@ def _first_calls() -> None:
         loss = nn.functional.mse_loss(model(torch.randn(4, 8)), torch.randn(4, 8))
         loss.backward()
         out = model(torch.randn(4, 8))
-        out.backward(torch.ones_like(out))   # a backward from a given gradient (a pipeline stage's) imports sympy
+        out.backward(torch.ones_like(out))   # a backward from a given gradient (a pipeline stage's)
         with torch.no_grad():
             for p in model.parameters():
                 assert p.grad is not None           # every parameter is in the loss

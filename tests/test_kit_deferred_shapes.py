@@ -1,0 +1,105 @@
+"""The stand-in for torch's symbolic-shapes module (`kit.deferred_shapes`) answers as torch does.
+
+Its two functions are checked against torch's own on plain values and on values they must hand
+on (nested lists, bools, an int against a tuple, a non-bool); a fresh interpreter then shows that
+a backward from a given gradient, the one use the zygote's warm-up makes, leaves sympy unimported
+and raises torch's own words on a wrong shape, and that anything else asked of the module
+(another name) brings in the real one, as `import` would have.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from shardlab.autograder.kit import deferred_shapes
+
+real = pytest.importorskip("torch.fx.experimental.symbolic_shapes")
+
+PAIRS = [(3, 3), (3, 4), (0, 0), ((2, 3), (2, 3)), ((2, 3), (3, 2)), ((2, 3), (2, 3, 1)), ([], ()),
+         (torch.Size([4, 5]), torch.Size([4, 5])), (torch.Size([4, 5]), (4, 6)), ([1, 2], (1, 2)),
+         ([[1, 2], [3]], [[1, 2], [3]]), ([[1, 2], [3]], [[1, 2], [4]]), (True, 1), ((True,), (1,))]
+WRONG = [(3, (3,)), ((3,), 3), (1.5, 1.5), ("a", "a")]
+
+
+def _outcome(fn, *args):
+    try:
+        return "value", fn(*args)
+    except Exception as exc:  # noqa: BLE001 - the kind of failure is what is compared
+        return "raised", type(exc).__name__
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize("x, y", PAIRS + WRONG)
+def test_sym_eq_answers_as_torchs(x, y):
+    ours, theirs = _outcome(deferred_shapes.sym_eq, x, y), _outcome(real.sym_eq, x, y)
+    assert ours == theirs
+    if ours[0] == "value":
+        assert type(ours[1]) is type(theirs[1])
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize("a", [True, False, 1, 0, None, "yes", torch.tensor(True)])
+def test_expect_true_answers_as_torchs(a):
+    ours, theirs = _outcome(deferred_shapes.expect_true, a), _outcome(real.expect_true, a)
+    assert ours[0] == theirs[0]
+    if ours[0] == "value":
+        assert ours[1] is theirs[1]
+    else:
+        assert ours[1] == theirs[1]
+
+
+FRESH = r"""
+import json, sys, torch
+from torch import nn
+if sys.argv[1] == "stand-in":
+    from shardlab.autograder.kit import deferred_shapes
+    deferred_shapes.install()
+name = "torch.fx.experimental.symbolic_shapes"
+torch.manual_seed(0)
+model = nn.Linear(4, 3)
+out = model(torch.randn(2, 4))
+out.backward(torch.ones_like(out))
+right = model.weight.grad.tolist()
+try:
+    out = model(torch.randn(2, 4))
+    out.backward(torch.ones(3, 2))
+    wrong = None
+except RuntimeError as exc:
+    wrong = str(exc)
+after_backward = "sympy" in sys.modules
+module = sys.modules[name]
+quiet = not hasattr(module, "__path__") and "sympy" not in sys.modules
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+print(json.dumps({"right": right, "wrong": wrong, "sympy": after_backward, "quiet": quiet,
+                  "real": type(sys.modules[name]).__name__ == "module" and hasattr(sys.modules[name], "ShapeEnv"),
+                  "shape_env": ShapeEnv.__name__}))
+"""
+
+
+def _fresh(mode: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", FRESH, mode], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
+@pytest.mark.sandbox
+def test_a_backward_from_a_given_gradient_needs_no_sympy_and_says_what_torch_says():
+    torchs, ours = _fresh("torch"), _fresh("stand-in")
+    assert torchs["sympy"] and not ours["sympy"]            # torch's own import brings sympy; the stand-in does not
+    assert ours["right"] == torchs["right"]                 # the same gradient, to the bit
+    assert ours["wrong"] == torchs["wrong"] and "Mismatch in shape" in ours["wrong"]
+    assert ours["quiet"]                                     # the import system's dunder questions load nothing
+    assert ours["real"] and ours["shape_env"] == "ShapeEnv"  # another name: the real module, for good
+
+
+@pytest.mark.sandbox
+def test_the_zygotes_warm_up_leaves_sympy_out():
+    code = ("import sys; from shardlab.autograder.sandbox.gloo.ranks.main import preload; preload(); "
+            "print('sympy' in sys.modules)")
+    done = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "False"
