@@ -73,10 +73,13 @@ except RuntimeError as exc:
 after_backward = "sympy" in sys.modules
 module = sys.modules[name]
 quiet = not hasattr(module, "__path__") and "sympy" not in sys.modules
+import torch.fx.experimental.symbolic_shapes
+walked = torch.fx.experimental.symbolic_shapes.ShapeEnv.__name__      # through the package's attribute
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 print(json.dumps({"right": right, "wrong": wrong, "sympy": after_backward, "quiet": quiet,
                   "real": type(sys.modules[name]).__name__ == "module" and hasattr(sys.modules[name], "ShapeEnv"),
-                  "shape_env": ShapeEnv.__name__}))
+                  "shape_env": ShapeEnv.__name__, "walked": walked,
+                  "parent": torch.fx.experimental.symbolic_shapes is sys.modules[name]}))
 """
 
 
@@ -94,6 +97,7 @@ def test_a_backward_from_a_given_gradient_needs_no_sympy_and_says_what_torch_say
     assert ours["wrong"] == torchs["wrong"] and "Mismatch in shape" in ours["wrong"]
     assert ours["quiet"]                                     # the import system's dunder questions load nothing
     assert ours["real"] and ours["shape_env"] == "ShapeEnv"  # another name: the real module, for good
+    assert ours["walked"] == "ShapeEnv" and ours["parent"]   # `import a.b.c` then a.b.c.X, as with torch's own
 
 
 @pytest.mark.sandbox

@@ -29,12 +29,11 @@ class _Deferred(types.ModuleType):
 
 
 def _real() -> types.ModuleType:
-    module = sys.modules.get(NAME)
-    if isinstance(module, _Deferred):
-        del sys.modules[NAME]
-        module = importlib.import_module(NAME)
-    assert module is not None
-    return module
+    """torch's module, imported the first time (the stand-in leaves `sys.modules` first; a thread that
+    asks while another imports it waits for that import, as `import` does)."""
+    if isinstance(sys.modules.get(NAME), _Deferred):
+        sys.modules.pop(NAME, None)
+    return importlib.import_module(NAME)
 
 
 def _plain_ints(x) -> bool:
@@ -57,9 +56,13 @@ def expect_true(a, skip: int = 0):
 
 
 def install() -> None:
-    """Put the stand-in in place unless the real module is already imported."""
+    """Put the stand-in in place unless the real module is already imported: in `sys.modules`, and as its
+    package's attribute, where `import torch.fx.experimental.symbolic_shapes` then finds it (an import
+    sets that attribute only for a module it loads; the real module's import sets it again)."""
     if NAME in sys.modules:
         return
+    package, _, leaf = NAME.rpartition(".")
     module = _Deferred(NAME, __doc__)
     vars(module).update(sym_eq=sym_eq, expect_true=expect_true)
     sys.modules[NAME] = module
+    setattr(importlib.import_module(package), leaf, module)
