@@ -16,7 +16,8 @@ from shardlab.reference.config import load_config
 OWN_DEVICES = (("RTX 4090", 24e9, 1.65e14, 0), ("L4", 24e9, 1.21e14, 0), ("Trillium", 32e9, 9.18e14, 9e10),
                ("Big chip", 192e9, 2.3e15, 0))
 PRESETS = ("H100", "H200", "A100", "TPU v5p", "TPU v5e")
-ICI_DEVICES = ("TPU v5p", "TPU v5e", "Trillium")
+# the devices with an ICI torus, and its axes (ici_links / 2): a course's [comm4d].m_x + m_y may not exceed them
+ICI_DEVICES = {"TPU v5p": 3, "TPU v5e": 2, "Trillium": 2}
 
 
 def _divisors(n: int) -> list[int]:
@@ -45,8 +46,11 @@ def course_texts(draw) -> str:
     lines.append(f"[fsdp]\ndevice = \"{pick()}\"\ntokens_per_device = {one(512, 4096, 32768)}\n"
                  f"intra_network = \"{one(*nets)}\"\ninter_network = \"{one(*nets)}\"\n"
                  f"intra_devices = {one(1, 2, 8)}\ninter_devices = {one(1, 16, 256)}\n")
-    lines.append(f"[comm4d]\ndevice = \"{one(*ICI_DEVICES)}\"\nx = {one(1, 4, 16, 64)}\ny = {one(1, 2, 4, 8)}\n"
-                 f"m_x = {one(1, 2, 3)}\nm_y = {one(1, 2)}\noverlap = {one('true', 'false')}\n")
+    chip = one(*ICI_DEVICES)
+    m_x = draw(st.integers(1, ICI_DEVICES[chip] - 1))         # leaves m_y at least one axis
+    lines.append(f"[comm4d]\ndevice = \"{chip}\"\nx = {one(1, 4, 16, 64)}\ny = {one(1, 2, 4, 8)}\n"
+                 f"m_x = {m_x}\nm_y = {draw(st.integers(1, ICI_DEVICES[chip] - m_x))}\n"
+                 f"overlap = {one('true', 'false')}\n")
     lines.append(f"[buckets]\nmodel_bytes = {one(1e5, 4e7, 4e8, 2.8e9):g}\nbandwidth = {one(1.25e10, 1e11):g}\n"
                  f"call_overhead_us = {one(10, 50, 200)}\n")
     lines.append(f"[pipeline]\nstages = {stages}\nchunks = {chunks}\nmicrobatches = {one(1, 4, 24, 64)}\n"
