@@ -353,7 +353,6 @@ def fork_server_main() -> None:
     _exit_with_parent(launcher)
     for name in PRELOAD:
         importlib.import_module(name)
-    install_deferred_shapes()          # before any rank: each one's backward from a gradient needs no sympy
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)    # its ranks are reaped as they end
     while True:
         try:
