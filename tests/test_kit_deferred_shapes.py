@@ -15,7 +15,11 @@ import sys
 import pytest
 import torch
 
+from shardlab.autograder.core.parts import Call
 from shardlab.autograder.kit import deferred_shapes
+from shardlab.autograder.sandbox.gloo.launch import run_gloo
+from shardlab.autograder.sandbox.process import Limits, run_calls
+from helpers import module_submission
 
 real = pytest.importorskip("torch.fx.experimental.symbolic_shapes")
 
@@ -129,10 +133,6 @@ def test_student_code_that_wants_the_real_module_gets_it_inside_the_walls(tmp_pa
     let it read them, as they let it read torch. (Whether the zygote has them already depends on what it
     was asked for before: a `fully_shard` reference rank's preload imports them, `zygote.PRELOADS`; the
     fresh interpreters above are where their absence is checked.)"""
-    from helpers import module_submission
-    from shardlab.autograder.core.parts import Call
-    from shardlab.autograder.sandbox.gloo.launch import run_gloo
-    from shardlab.autograder.sandbox.process import Limits, run_calls
     root = str(module_submission(tmp_path, "shapes", SHAPES_USER))
     want = [18.0, "ShapeEnv", "3/2"]
     plain = run_calls(root, [Call("shapes", "backward_then_sympy", {})], Limits(call_seconds=60, import_seconds=60))
