@@ -28,7 +28,8 @@ from shardlab.autograder.engine.plan import part_cases
 from shardlab.autograder.questions import questions
 from shardlab.autograder.sandbox.gloo.group import GlooLimits
 from shardlab.autograder.sandbox.gloo.launch import run_gloo
-from shardlab.autograder.sandbox.hidden_last import Gate
+from shardlab.autograder.core import phases
+from shardlab.autograder.sandbox.hidden_last import Gate, Party
 from shardlab.autograder.sandbox.process import Limits, run_calls
 
 # every function of the module records its call, and returns the digests (24 bits each) of the 18 calls
@@ -126,6 +127,32 @@ def test_a_public_gloo_run_never_carries_a_hidden_one_of_its_world_size(recorder
     assert "[2]" in json.dumps(run.outcomes[1].value)       # the hidden runs came after the public ones
     assert run.outcomes[1].trace is None                    # a hidden run is never traced
     assert run.outcomes[0].trace is not None
+
+
+@pytest.mark.sandbox
+def test_a_group_started_ahead_for_the_hidden_runs_has_seen_no_public_input(recorder_submission, monkeypatch):
+    """The public runs on 2 ranks, the hidden one on 3: its group is started during the public phase
+    (`launch._Lanes`), before the gate, and runs the hidden input first and alone."""
+    def call(x: int, world_size: int, hidden: bool = False) -> Call:
+        return Call("hostile", "run_function", {"world_size": world_size, "function": "run_as_a_rank",
+                                                "args": [x]}, hidden=hidden)
+
+    class Watched(Party):
+        def public_done(self):
+            said.append(time.time())
+            super().public_done()
+
+    said: list[float] = []
+    monkeypatch.setenv(phases.ENV, "on")
+    monkeypatch.setattr(phases, "_spans", [])
+    calls = [call(1, 2), call(2, 2), call(515151, 3, hidden=True)]
+    run = run_gloo(str(recorder_submission), calls, Limits(import_seconds=60),
+                   gloo=GlooLimits(scenario_seconds=60), gate=Watched(Gate(1)))
+    for outcome in run.outcomes:
+        assert outcome.error is None, outcome.error
+    assert [r["value"] for r in run.outcomes[2].value] == [[json.dumps([515151])]] * 3    # its one input, alone
+    [start] = [s for s in phases._spans if s["name"] == "start 3 ranks"]
+    assert start["end"] <= said[0]                  # started before the public phase was over
 
 
 @pytest.mark.pure

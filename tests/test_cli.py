@@ -166,6 +166,39 @@ def test_the_installed_command_refuses_a_missing_submission_in_one_line(tmp_path
     assert_one_line_error(done, "nowhere")
 
 
+LEAVE = """
+import atexit, sys, threading, time
+from shardlab.autograder.entry import leave
+marker = sys.argv[1]
+atexit.register(lambda: open(marker, "a").write("exit handler ran\\n"))
+sys.stdout.write("x" * 200_000)           # more than a pipe holds,
+sys.stdout.write("and the end")            # and a tail still in the buffer when leave() is called
+if sys.argv[2] == "thread":                # a thread of ours still working: the interpreter's own exit waits
+    threading.Thread(target=lambda: (time.sleep(0.3), open(marker, "a").write("thread done\\n"))).start()
+code = sys.argv[3]
+leave(None if code == "none" else int(code) if code.lstrip("-").isdigit() else code)
+"""
+
+
+@pytest.mark.parametrize("code, status, thread", [("none", 0, "no"), ("3", 3, "no"), ("a message", 1, "no"),
+                                                  ("0", 0, "thread"), ("4", 4, "thread")])
+def test_leave_exits_as_sys_exit_would(tmp_path, code, status, thread):
+    """`entry.leave`, how a single grading ends without the interpreter's teardown: the exit handlers
+    run (the zygote's kill, the phases file), the buffered output is whole, the status is sys.exit's."""
+    import subprocess
+    import sys
+    import os
+    marker = tmp_path / "marker"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}     # standard output buffered
+    done = subprocess.run([sys.executable, "-c", LEAVE, str(marker), thread, code], capture_output=True,
+                          text=True, timeout=60, env=env)
+    assert done.returncode == status, done.stderr
+    assert done.stdout == "x" * 200_000 + "and the end"
+    assert "exit handler ran" in marker.read_text()
+    assert ("thread done" in marker.read_text()) == (thread == "thread")
+    assert done.stderr == ("a message\n" if code == "a message" else "")
+
+
 def test_version_is_the_installed_distributions():
     from importlib import metadata
     done = run_cli("--version")

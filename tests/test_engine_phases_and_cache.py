@@ -108,13 +108,18 @@ def test_a_warm_machine_grades_without_importing_torch(tmp_path):
 @pytest.mark.sandbox
 @pytest.mark.timeout(300)
 def test_a_grading_records_its_phases_when_asked(tmp_path, submission):
+    """Through the installed `shardlab` script, which ends a single grading without the interpreter's
+    teardown (`entry.leave`): the spans are still written on the way out, the report whole."""
     import os
+    from pathlib import Path
     solutions = submission()
     spans_file = tmp_path / "spans.json"
     env = dict(os.environ, SHARDLAB_PHASES=str(spans_file))
-    done = subprocess.run([sys.executable, "-m", "shardlab.autograder.cli", "grade", "--json", str(solutions)],
+    done = subprocess.run([str(Path(sys.executable).parent / "shardlab"), "grade", "--json", str(solutions)],
                           env=env, capture_output=True, text=True, timeout=280)
     assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["score"] >= report["max_score"]           # the solutions, a bonus point or none
     spans = json.loads(spans_file.read_text())
     names = {s["name"] for s in spans}
     assert {"grader imported", "cases", "expected values", "gloo probe", "scoring", "start 2 ranks",

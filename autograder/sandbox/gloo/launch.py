@@ -24,6 +24,7 @@ even where the hidden and public runs share a world size.
 from __future__ import annotations
 
 import json
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from shardlab.autograder.sandbox.gloo.group import GLOO, ForkServer, GlooLimits, GroupError, WorkerGroup
@@ -39,6 +40,9 @@ from shardlab.autograder.sandbox.process import OUT_OF_BUDGET, Limits, Outcome, 
 # about 0.7 s of a warm grading but added a whole 4-rank group (8 processes)
 # to the peak: 605-700 MB against 525 MB, over the 600 MB budget.
 LANES = 2
+# Groups alive at once, at most: the LANES running and one more, kept from the public phase for the hidden
+# one or started ahead for it (the shipped course's 3-rank group: 470 -> 492 MB peak for its grading).
+GROUPS_ALIVE = LANES + 1
 
 def prepare(root: str, limits: Limits = Limits()) -> None:
     """Start the zygote now: it imports torch while the grader computes expectations."""
@@ -99,8 +103,9 @@ def run_gloo(root: str, calls: list[Call], limits: Limits = Limits(), gloo: Gloo
 
 
 class _Lanes:
-    """The worker groups of one submission, one per world size, LANES of them side by side; a group lives on
-    from the public phase into the hidden one (it has seen no hidden input before), at most LANES of them."""
+    """The worker groups of one submission, one per world size, LANES of them running side by side and
+    GROUPS_ALIVE alive at most; a group lives on from the public phase into the hidden one (it has seen no
+    hidden input before)."""
 
     def __init__(self, server: ForkServer, limits: Limits, unique: dict[str, Call], keyed: dict[str, Call],
                  traced: set[str]):
@@ -109,33 +114,84 @@ class _Lanes:
         self.given_up: dict[int, dict[str, str]] = {}           # world size -> scenario -> "hung" / "ended a rank"
         self.results: dict[str, Outcome] = {}
         self.restarts = 0
+        self._lock = threading.Lock()       # the lanes' threads share `groups`
+        self._running: set[int] = set()     # the world sizes whose runs a lane is running
+        self._starting = 0                  # groups being started, counted against GROUPS_ALIVE
 
     def run_phase(self, keys: list[str], later: list[str]) -> None:
-        """Run `keys`, each world size's in order, the smallest sizes first (the largest then starts beside a
-        smaller one's tail); a group that `later` keys need is kept, while at most LANES are."""
+        """Run `keys`, each world size's in order on its own group, the sizes with the most work first (each
+        lane then ends about when the other does); keep the groups that `later` keys need. A lane with no
+        size of this phase left starts the group of each size only `later` keys need, while GROUPS_ALIVE
+        allows, so that the next phase starts on ready groups (a fresh group has seen no input)."""
         by_size: dict[int, list[str]] = {}
         for key in keys:
-            by_size.setdefault(int(self.unique[key].args.get("world_size", 0)), []).append(key)
-        needed = {int(self.unique[key].args.get("world_size", 0)) for key in later}
+            by_size.setdefault(self._size(key), []).append(key)
+        needed = {self._size(key) for key in later}
+        ahead = sorted(needed - set(by_size) - set(self.groups), key=lambda n: -self._work(later, n))
         with ThreadPoolExecutor(max_workers=LANES) as pool:
-            for done in [pool.submit(self._run_size, n, ks, n in needed) for n, ks in sorted(by_size.items())]:
+            busy = [pool.submit(self._run_size, n, by_size[n], n in needed)
+                    for n in sorted(by_size, key=lambda n: -self._work(keys, n))]
+            busy += [pool.submit(self._start_ahead, n) for n in ahead]
+            for done in busy:
                 done.result()
-        for size in sorted(self.groups, reverse=True):          # the largest go first: they cost the most
-            if size not in needed or len(self.groups) > LANES:
-                self.groups.pop(size).kill()
 
     def kill_all(self) -> None:
-        for group in self.groups.values():
-            group.kill()
-        self.groups.clear()
+        with self._lock:
+            for group in self.groups.values():
+                group.kill()
+            self.groups.clear()
+
+    def _size(self, key: str) -> int:
+        return int(self.unique[key].args.get("world_size", 0))
+
+    def _work(self, keys: list[str], world_size: int) -> int:
+        """What a world size's runs among `keys` cost, roughly: runs times ranks."""
+        return world_size * sum(1 for key in keys if self._size(key) == world_size)
+
+    def _start(self, world_size: int, lane: str, now: bool) -> bool:
+        """Start the group of `world_size` into `groups`, GROUPS_ALIVE kept: a lane that needs it `now` first
+        kills a kept group no lane is running (the largest: they cost the most); a start ahead is dropped
+        instead (False). GroupError if the group does not start."""
+        with self._lock:
+            while len(self.groups) + self._starting >= GROUPS_ALIVE:
+                idle = sorted((n for n in self.groups if n not in self._running), reverse=True)
+                if not now:
+                    return False
+                if not idle:
+                    break
+                self.groups.pop(idle[0]).kill()
+            self._starting += 1
+        try:
+            with phase(f"start {world_size} ranks", lane=lane):
+                group = self.server.spawn(world_size)
+        finally:
+            with self._lock:
+                self._starting -= 1
+        with self._lock:
+            self.groups[world_size] = group
+        return True
+
+    def _start_ahead(self, world_size: int) -> None:
+        """The group of `world_size`, started now for the next phase. A start that fails (or a spent
+        budget) leaves it to that phase, which starts it again and reports a failure as its runs'."""
+        if world_size < 1 or self.limits.left() <= 0:
+            return
+        try:
+            self._start(world_size, f"gloo {world_size} ranks", now=False)
+        except GroupError:
+            pass
 
     def _run_size(self, world_size: int, keys: list[str], kept: bool) -> None:
         """`keys` on the group of `world_size`, in order; the group is killed after them unless `kept`."""
+        with self._lock:
+            self._running.add(world_size)
         try:
             self._run_keys(world_size, keys)
         finally:
-            if not kept and world_size in self.groups:
-                self.groups.pop(world_size).kill()
+            with self._lock:
+                self._running.discard(world_size)
+                if not kept and world_size in self.groups:
+                    self.groups.pop(world_size).kill()
 
     def _run_keys(self, world_size: int, keys: list[str]) -> None:
         given_up = self.given_up.setdefault(world_size, {})
@@ -154,8 +210,7 @@ class _Lanes:
                 continue
             try:
                 if world_size not in self.groups:
-                    with phase(f"start {world_size} ranks", lane=lane):
-                        self.groups[world_size] = self.server.spawn(world_size)
+                    self._start(world_size, lane, now=True)
             except GroupError as exc:
                 self.results[key] = Outcome(error=str(exc))
                 continue
@@ -167,7 +222,8 @@ class _Lanes:
             if state in ("hung", "died"):
                 given_up[what] = "hung" if state == "hung" else "ended a rank"
             if state not in ("ok", "clean-error"):
-                self.groups.pop(world_size).kill()
+                with self._lock:
+                    self.groups.pop(world_size).kill()
                 self.restarts += 1
 
 
