@@ -7,7 +7,10 @@ grading's zygote.
 CLI's own imports (click, rich, the course: about 0.1 s), that import runs
 beside them instead of after them. `cli.grade` asks for the same zygote
 (`zygote.shared()`); anything else, or a grading that stops early (a bad
-option, a malformed course), only kills it again on the way out.
+option, a malformed course), only kills it again on the way out. A single
+grading ends through `leave`: its exit handlers run and its output is
+flushed, but the interpreter does not free what it loaded, a tenth of a
+second after the report is out.
 """
 from __future__ import annotations
 
@@ -25,24 +28,26 @@ def _single_grading(args: list[str]) -> bool:
 
 
 def main() -> None:
-    if _single_grading(sys.argv[1:]):
+    single = _single_grading(sys.argv[1:])
+    if single:
         from shardlab.autograder.sandbox import zygote
         try:
             zygote.shared()
         except OSError:                 # `cli.grade` asks again, and a failed start falls back there
             zygote.forget_shared()
     from shardlab.autograder.cli import main as cli_main
-    if not _single_grading(sys.argv[1:]):
+    if not single:
         cli_main()
         return
     try:
         cli_main()
+        code: str | int | None = None
     except SystemExit as exc:
-        leave(exc.code)
-    leave(None)
+        code = exc.code
+    leave(code)
 
 
-def leave(code: object) -> NoReturn:
+def leave(code: str | int | None) -> NoReturn:
     """Exit with `code` (as `sys.exit(code)` would) without the interpreter's
     teardown: the exit handlers run (the zygote killed and reaped, temporary
     folders removed, the phases written), the standard streams are flushed,

@@ -149,9 +149,10 @@ def test_the_command_starts_a_single_gradings_zygote_before_the_cli(monkeypatch,
     order = []
     monkeypatch.setattr(zygote, "shared", lambda: order.append("zygote"))
     monkeypatch.setattr(cli, "main", lambda: order.append("cli"))
+    monkeypatch.setattr(entry, "leave", lambda code: order.append(f"leave {code}"))   # not this process's exit
     monkeypatch.setattr(sys, "argv", ["shardlab", *argv])
     entry.main()
-    assert order == (["zygote", "cli"] if starts else ["cli"])
+    assert order == (["zygote", "cli", "leave None"] if starts else ["cli"])
 
 
 def test_the_installed_command_refuses_a_missing_submission_in_one_line(tmp_path):
