@@ -148,18 +148,18 @@ class _Lanes:
         """What a world size's runs among `keys` cost, roughly: runs times ranks."""
         return world_size * sum(1 for key in keys if self._size(key) == world_size)
 
-    def _start(self, world_size: int, lane: str, now: bool) -> bool:
+    def _start(self, world_size: int, lane: str, now: bool) -> None:
         """Start the group of `world_size` into `groups`, GROUPS_ALIVE kept: a lane that needs it `now` first
         kills a kept group no lane is running (the largest: they cost the most); a start ahead is dropped
-        instead (False). GroupError if the group does not start."""
+        instead. GroupError if the group does not start."""
         with self._lock:
             while len(self.groups) + self._starting >= GROUPS_ALIVE:
-                idle = sorted((n for n in self.groups if n not in self._running), reverse=True)
                 if not now:
-                    return False
+                    return
+                idle = [n for n in self.groups if n not in self._running]
                 if not idle:
                     break
-                self.groups.pop(idle[0]).kill()
+                self.groups.pop(max(idle)).kill()
             self._starting += 1
         try:
             with phase(f"start {world_size} ranks", lane=lane):
@@ -169,7 +169,6 @@ class _Lanes:
                 self._starting -= 1
         with self._lock:
             self.groups[world_size] = group
-        return True
 
     def _start_ahead(self, world_size: int) -> None:
         """The group of `world_size`, started now for the next phase. A start that fails (or a spent
